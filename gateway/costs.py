@@ -1,0 +1,122 @@
+"""Token and cost totals (SPEC §5), speed (§6) and the cost-adjusted score.
+
+Pricing convention (the spec is silent): cached tokens are part of
+prompt_tokens and are charged at `cached_per_1m` (the prompt price when
+absent); reasoning tokens are part of completion_tokens, as providers report
+them, and are not charged twice.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+
+
+@dataclass(frozen=True)
+class Pricing:
+    prompt_per_1m: float
+    completion_per_1m: float
+    cached_per_1m: float | None = None
+
+    def cost_of(self, usage: dict[str, int]) -> float:
+        prompt = usage.get("prompt_tokens", 0)
+        cached = usage.get("cached_tokens", 0)
+        cached_price = self.prompt_per_1m if self.cached_per_1m is None else self.cached_per_1m
+        return (
+            (prompt - cached) * self.prompt_per_1m
+            + cached * cached_price
+            + usage.get("completion_tokens", 0) * self.completion_per_1m
+        ) / 1_000_000
+
+
+@dataclass(frozen=True)
+class EntryUsage:
+    """What the client reported for one entry; None where it sent nothing."""
+    usage: dict[str, int] | None
+    cost_usd: float | None
+    latency_s: float | None
+    source_chars: int
+
+
+def _sum_field(usages: list[dict[str, int]], name: str) -> int | None:
+    reported = [usage[name] for usage in usages if name in usage]
+    return sum(reported) if reported else None
+
+
+def _ratio(numerator, denominator) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def compute_totals(entries: list[EntryUsage], pricing: Pricing | None, warnings: list[str]) -> dict:
+    """The run card's `totals` block; explains every gap in `warnings`."""
+    usages = [entry.usage for entry in entries if entry.usage is not None]
+    totals: dict = {name: _sum_field(usages, name) for name in TOKEN_FIELDS}
+    if usages and len(usages) < len(entries):
+        warnings.append(f"token usage reported for {len(usages)} of {len(entries)} entries; token totals cover those")
+    prompt, completion = totals["prompt_tokens"], totals["completion_tokens"]
+    totals["total_tokens"] = prompt + completion if prompt is not None and completion is not None else None
+    totals["tokens_per_entry"] = _ratio(totals["total_tokens"], len(entries))
+
+    # Provider-reported cost where given, else price table x tokens.
+    entry_costs = []
+    for entry in entries:
+        if entry.cost_usd is not None:
+            entry_costs.append(entry.cost_usd)
+        elif pricing is not None and entry.usage is not None:
+            entry_costs.append(pricing.cost_of(entry.usage))
+    if not entry_costs:
+        total_cost = None
+    else:
+        total_cost = sum(entry_costs)
+        if len(entry_costs) < len(entries):
+            warnings.append(
+                f"cost known for {len(entry_costs)} of {len(entries)} entries (no cost_usd and no "
+                "usage+pricing for the rest); cost totals cover those"
+            )
+    totals["total_cost_usd"] = total_cost
+    totals["cost_per_entry_usd"] = _ratio(total_cost, len(entries))
+    totals["cost_per_1k_tokens"] = None if _ratio(total_cost, totals["total_tokens"]) is None else (
+        total_cost / totals["total_tokens"] * 1000
+    )
+    totals["cost_per_source_char"] = _ratio(total_cost, sum(entry.source_chars for entry in entries))
+    return totals
+
+
+def parse_timestamp(text: str) -> datetime:
+    """ISO-8601, with a trailing Z accepted for UTC."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+
+
+def run_elapsed_seconds(elapsed: float | None, time_start: str | None, time_end: str | None) -> float | None:
+    if elapsed is not None:
+        return elapsed
+    if time_start and time_end:
+        return (parse_timestamp(time_end) - parse_timestamp(time_start)).total_seconds()
+    return None
+
+
+def compute_speed(entries: list[EntryUsage], elapsed: float | None, total_tokens: int | None) -> dict:
+    latencies = np.array([e.latency_s for e in entries if e.latency_s is not None], dtype=float)
+    has_latency = latencies.size > 0
+    return {
+        "tokens_per_second": _ratio(total_tokens, elapsed),
+        "entries_per_minute": None if not elapsed else len(entries) / (elapsed / 60),
+        "avg_latency_seconds": float(latencies.mean()) if has_latency else None,
+        # numpy's default linear interpolation (SPEC §6 decision).
+        "median_latency_seconds": float(np.percentile(latencies, 50)) if has_latency else None,
+        "p95_latency_seconds": float(np.percentile(latencies, 95)) if has_latency else None,
+    }
+
+
+def cost_adjusted(composite: float | None, cost_per_entry_usd: float | None) -> float | None:
+    """composite / log2(1 + cost_per_entry_usd x 1000); null without a composite
+    or a positive cost (the formula divides by zero at cost 0)."""
+    if composite is None or not cost_per_entry_usd:
+        return None
+    return composite / math.log2(1 + cost_per_entry_usd * 1000)

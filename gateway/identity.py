@@ -1,0 +1,41 @@
+"""Corpus version and run fingerprint (SPEC §9)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Iterable
+
+
+def _sha256_of_json(value) -> str:
+    canonical = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def corpus_version(entries: Iterable[tuple[str, str]]) -> str:
+    """SHA-256 over the (id, reference) pairs sorted by id, as canonical JSON.
+
+    Any edit to an id or a reference makes a new version; sources, variants
+    and metadata do not, since they do not change what a score is measured
+    against."""
+    return _sha256_of_json(sorted([entry_id, reference] for entry_id, reference in entries))
+
+
+def run_fingerprint(
+    model_slug: str | None, temperature: float | None, prompt: str | None, version: str
+) -> tuple[str, dict]:
+    """SHA-256 of the run configuration: model, temperature, prompt, corpus
+    version. Returns the hash and the inputs shown in the run card (the prompt
+    by its own SHA-256, so long prompts do not bloat the card)."""
+    configuration = {
+        "model_slug": model_slug,
+        "temperature": temperature,
+        "prompt": prompt,
+        "corpus_version": version,
+    }
+    inputs = {
+        "model_slug": model_slug,
+        "temperature": temperature,
+        "prompt_sha256": None if prompt is None else hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
+        "corpus_version": version,
+    }
+    return _sha256_of_json(configuration), inputs

@@ -1,0 +1,274 @@
+"""Reading a run from files (the CLI's input formats, documented in README.md)
+into an EvaluateRequest. This layer checks JSON syntax and types and remembers
+where each prediction came from; the rules about values (duplicates, unknown
+ids, negative counts, NaN) live in `gateway.validation`, shared with the RPC."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from champollion.eval.v1 import gateway_pb2
+
+
+class InputError(ValueError):
+    """A file that cannot be read as the expected format; the message names
+    the file, the line or entry, and the field."""
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass
+class _Fields:
+    """Typed access to one JSON object, with errors that say where it is."""
+    data: dict
+    where: str
+
+    def _fail(self, key: str, expected: str):
+        raise InputError(f"{self.where}: {key}: must be {expected}, got {type(self.data[key]).__name__}")
+
+    def string(self, key: str, required: bool = False) -> str | None:
+        if key not in self.data or self.data[key] is None:
+            if required:
+                raise InputError(f"{self.where}: {key}: is required")
+            return None
+        if not isinstance(self.data[key], str):
+            self._fail(key, "a string")
+        return self.data[key]
+
+    def number(self, key: str) -> float | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not _is_number(value):
+            self._fail(key, "a number")
+        return float(value)
+
+    def integer(self, key: str) -> int | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not _is_integer(value):
+            self._fail(key, "an integer")
+        return value
+
+    def strings(self, key: str) -> list[str]:
+        value = self.data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise InputError(f"{self.where}: {key}: must be a list of strings")
+        return value
+
+    def mapping(self, key: str) -> "_Fields | None":
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            self._fail(key, "an object")
+        return _Fields(value, f"{self.where}: {key}")
+
+
+def _read_json(path: Path):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}:{error.lineno}: malformed JSON: {error.msg}") from None
+
+
+def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: an entry must be a JSON object")
+    fields = _Fields(data, where)
+    entry_id = fields.string("id", required=True)
+    fields.where = f"{where} (id {entry_id!r})"
+    entry = gateway_pb2.CorpusEntry(
+        id=entry_id,
+        source=fields.string("source", required=True),
+        reference=fields.string("reference", required=True),
+        acceptable_variants=fields.strings("acceptable_variants"),
+        domain=fields.string("domain") or "",
+        phenomena=fields.strings("phenomena"),
+    )
+    difficulty = fields.integer("difficulty")
+    if difficulty is not None:
+        entry.difficulty = difficulty
+    provenance = data.get("provenance")
+    if isinstance(provenance, str):
+        entry.provenance.update({"source_doc": provenance})
+    elif isinstance(provenance, dict):
+        entry.provenance.update(provenance)
+    elif provenance is not None:
+        raise InputError(f"{fields.where}: provenance: must be an object or a string")
+    return entry
+
+
+def load_corpus(path: Path, source_lang: str | None = None, target_lang: str | None = None) -> gateway_pb2.Corpus:
+    """A corpus object {id, source_lang, target_lang, entries}, or a bare list
+    of entries with the languages given by the caller (flags override)."""
+    data = _read_json(path)
+    if isinstance(data, list):
+        header, entries = {}, data
+    elif isinstance(data, dict):
+        header, entries = data, data.get("entries")
+        if not isinstance(entries, list):
+            raise InputError(f"{path}: entries: must be a list of entry objects")
+    else:
+        raise InputError(f"{path}: must be a JSON object with entries, or a list of entries")
+    corpus = gateway_pb2.Corpus(
+        id=str(header.get("id") or path.stem),
+        source_lang=source_lang or header.get("source_lang") or "",
+        target_lang=target_lang or header.get("target_lang") or "",
+    )
+    for name in ("source_lang", "target_lang"):
+        if not getattr(corpus, name):
+            raise InputError(f"{path}: {name}: missing (set it in the corpus or pass --{name.replace('_', '-')})")
+    corpus.entries.extend(_corpus_entry(entry, f"{path}: entries[{index}]") for index, entry in enumerate(entries))
+    return corpus
+
+
+def _prediction(data, where: str) -> gateway_pb2.Prediction:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: each line must be a JSON object")
+    fields = _Fields(data, where)
+    entry_id = fields.string("id", required=True)
+    fields.where = f"{where}: id {entry_id!r}"
+    prediction = gateway_pb2.Prediction(id=entry_id)
+    for name in ("prediction", "raw_prediction", "error"):
+        value = fields.string(name)
+        if value is not None:
+            setattr(prediction, name, value)
+    for name in ("latency_s", "cost_usd"):
+        value = fields.number(name)
+        if value is not None:
+            setattr(prediction, name, value)
+    usage = fields.mapping("usage")
+    if usage is not None:
+        prediction.usage.SetInParent()
+        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
+            value = usage.integer(name)
+            if value is not None:
+                setattr(prediction.usage, name, value)
+    return prediction
+
+
+@dataclass
+class PredictionFile:
+    path: Path
+    predictions: list[gateway_pb2.Prediction] = field(default_factory=list)
+    # Line number (1-based) of each prediction, by position.
+    lines: list[int] = field(default_factory=list)
+
+
+def load_predictions(path: Path) -> PredictionFile:
+    """JSON Lines: one object per entry; blank lines are ignored."""
+    loaded = PredictionFile(path)
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"{path}: cannot read: {error.strerror}") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InputError(f"{path}:{number}: malformed JSON: {error.msg}") from None
+            loaded.predictions.append(_prediction(data, f"{path}:{number}"))
+            loaded.lines.append(number)
+    return loaded
+
+
+def load_meta(path: Path) -> gateway_pb2.RunMeta:
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: must be a JSON object")
+    fields = _Fields(data, str(path))
+    meta = gateway_pb2.RunMeta()
+    for name in ("model_slug", "condition", "time_start", "time_end", "prompt", "comet_model"):
+        value = fields.string(name)
+        if value is not None:
+            setattr(meta, name, value)
+    for name in ("elapsed_seconds", "temperature"):
+        value = fields.number(name)
+        if value is not None:
+            setattr(meta, name, value)
+    pricing = fields.mapping("pricing")
+    if pricing is not None:
+        for name in ("prompt_per_1m", "completion_per_1m"):
+            value = pricing.number(name)
+            if value is None:
+                raise InputError(f"{pricing.where}: {name}: is required")
+            setattr(meta.pricing, name, value)
+        cached = pricing.number("cached_per_1m")
+        if cached is not None:
+            meta.pricing.cached_per_1m = cached
+    return meta
+
+
+def load_glossary(path: Path) -> list[gateway_pb2.GlossaryTerm]:
+    data = _read_json(path)
+    if not isinstance(data, list):
+        raise InputError(f"{path}: must be a JSON list of terms")
+    terms = []
+    for index, item in enumerate(data):
+        where = f"{path}: [{index}]"
+        if not isinstance(item, dict):
+            raise InputError(f"{where}: a term must be a JSON object")
+        fields = _Fields(item, where)
+        terms.append(
+            gateway_pb2.GlossaryTerm(
+                source=fields.string("source", required=True),
+                target=fields.string("target", required=True),
+                alternatives=fields.strings("alternatives"),
+            )
+        )
+    return terms
+
+
+_PREDICTION_PATH = re.compile(r"^predictions\[(\d+)\]")
+_CORPUS_PATH = re.compile(r"^corpus\.")
+_META_PATH = re.compile(r"^meta\.")
+_GLOSSARY_PATH = re.compile(r"^glossary\[")
+
+
+def locate_invalid(message: str, corpus: Path, predictions: PredictionFile, meta: Path | None, glossary: Path | None) -> str:
+    """Prefixes a validation message (which starts with its field path) with
+    the file, and the line for a prediction."""
+    match = _PREDICTION_PATH.match(message)
+    if match and int(match.group(1)) < len(predictions.lines):
+        return f"{predictions.path}:{predictions.lines[int(match.group(1))]}: {message}"
+    for pattern, path in ((_CORPUS_PATH, corpus), (_META_PATH, meta), (_GLOSSARY_PATH, glossary)):
+        if path is not None and pattern.match(message):
+            return f"{path}: {message}"
+    return message
+
+
+def build_request(
+    corpus: gateway_pb2.Corpus,
+    predictions: PredictionFile,
+    meta: gateway_pb2.RunMeta | None = None,
+    glossary: list[gateway_pb2.GlossaryTerm] | None = None,
+    batch_size: int = 0,
+    seed: int | None = None,
+) -> gateway_pb2.EvaluateRequest:
+    request = gateway_pb2.EvaluateRequest(corpus=corpus, predictions=predictions.predictions)
+    if meta is not None:
+        request.meta.CopyFrom(meta)
+    request.glossary.extend(glossary or [])
+    request.options.batch_size = batch_size
+    if seed is not None:
+        request.options.seed = seed
+    return request

@@ -1,0 +1,104 @@
+"""gRPC glue for the gateway: Evaluate, EvaluateStream, Describe."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import structlog
+
+from champollion import __version__
+from champollion.cards import CardRegistry, default_registry
+from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
+from gateway.config import GatewayConfig
+from gateway.evaluation import evaluate
+from gateway.fanout import FamilyClient
+from gateway.layout import FAMILIES
+from gateway.run_card import run_card_to_proto
+from gateway.validation import InvalidRun, validate_request
+
+log = structlog.get_logger()
+
+
+class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
+    def __init__(self, config: GatewayConfig, cards: CardRegistry | None = None):
+        self.config = config
+        self.cards = cards or default_registry()
+        self._clients: dict[str, FamilyClient] | None = None
+
+    def clients(self) -> dict[str, FamilyClient]:
+        # Channels are created lazily, inside the server's event loop.
+        if self._clients is None:
+            self._clients = {
+                name: FamilyClient(name, address, self.config.deadline_seconds)
+                for name, address in self.config.families.items()
+            }
+        return self._clients
+
+    async def close(self) -> None:
+        for client in (self._clients or {}).values():
+            await client.close()
+
+    async def _validated(self, request, context):
+        try:
+            return validate_request(request, self.cards)
+        except InvalidRun as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+
+    async def _run(self, request, context, on_progress=None):
+        run = await self._validated(request, context)
+        started = time.perf_counter()
+        card = await evaluate(request, run, self.config, self.clients(), on_progress)
+        log.info(
+            "evaluate",
+            run_id=card["run_id"],
+            family="gateway",
+            entries=len(request.corpus.entries),
+            duration_s=round(time.perf_counter() - started, 4),
+        )
+        return await asyncio.to_thread(run_card_to_proto, card)
+
+    async def Evaluate(self, request, context):
+        return gateway_pb2.EvaluateResponse(run_card=await self._run(request, context))
+
+    async def EvaluateStream(self, request, context):
+        updates: asyncio.Queue = asyncio.Queue()
+
+        def on_progress(done: int, total: int) -> None:
+            updates.put_nowait(gateway_pb2.EvaluateProgress(batches_done=done, batches_total=total))
+
+        task = asyncio.ensure_future(self._run(request, context, on_progress))
+        while not task.done() or not updates.empty():
+            getter = asyncio.ensure_future(updates.get())
+            finished, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in finished:
+                yield getter.result()
+            else:
+                getter.cancel()
+        card = task.result()
+        yield gateway_pb2.EvaluateProgress(run_card=card)
+
+    async def Describe(self, request, context):
+        families = []
+        for name in FAMILIES:
+            client = self.clients().get(name)
+            status = gateway_pb2.FamilyStatus(family=name)
+            if client is None:
+                status.error = "not configured"
+            else:
+                status.address = client.address
+                try:
+                    status.description.CopyFrom(await client.describe())
+                    status.reachable = True
+                except grpc.aio.AioRpcError as error:
+                    status.error = f"{error.code().name}: {error.details()}"
+            families.append(status)
+        languages = [
+            gateway_pb2.LanguageInfo(code=c.code, name=c.name, profile=c.profile, bleu_tokenizer=c.bleu_tokenizer)
+            for c in self.cards.cards()
+        ]
+        return gateway_pb2.GatewayDescription(version=__version__, families=families, languages=languages)
+
+
+GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
+FAMILY_SERVICE = family_pb2.DESCRIPTOR.services_by_name["Family"].full_name

@@ -1,0 +1,104 @@
+"""Starting servers: the embedded stack (every implemented family plus the
+gateway, in one process on loopback ports, talking real gRPC) and the
+single-family / gateway-only processes of `champollion serve`."""
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+
+import grpc
+
+from champollion.eval.v1 import family_pb2_grpc, gateway_pb2_grpc
+from champollion.serving import start_server
+from gateway.config import GatewayConfig
+from gateway.servicer import FAMILY_SERVICE, GATEWAY_SERVICE, GatewayServicer
+from services.registry import IMPLEMENTED
+
+
+async def start_family(name: str, address: str, servicer=None) -> tuple[grpc.aio.Server, int]:
+    servicer = servicer or IMPLEMENTED[name]()
+    return await start_server(
+        lambda server: family_pb2_grpc.add_FamilyServicer_to_server(servicer, server),
+        [FAMILY_SERVICE],
+        address,
+    )
+
+
+async def start_gateway(config: GatewayConfig, address: str) -> tuple[grpc.aio.Server, int, GatewayServicer]:
+    servicer = GatewayServicer(config)
+    server, port = await start_server(
+        lambda server: gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server),
+        [GATEWAY_SERVICE],
+        address,
+    )
+    return server, port, servicer
+
+
+@dataclass
+class RunningStack:
+    gateway_address: str
+    family_addresses: dict[str, str]
+    servers: list = field(default_factory=list)
+    gateway: GatewayServicer | None = None
+
+
+async def start_stack(
+    host: str = "127.0.0.1",
+    gateway_port: int = 0,
+    families: tuple[str, ...] | None = None,
+    batch_size: int | None = None,
+    remote_families: dict[str, str] | None = None,
+    servicers: dict | None = None,
+) -> RunningStack:
+    """Every implemented family (or those named) on a free port, then the
+    gateway. `remote_families` adds families already running elsewhere;
+    `servicers` replaces a family's servicer (tests inject failures so)."""
+    servicers = servicers or {}
+    names = families if families is not None else tuple(IMPLEMENTED)
+    servers, addresses = [], {}
+    for name in (*names, *(n for n in servicers if n not in names)):
+        server, port = await start_family(name, f"{host}:0", servicers.get(name))
+        servers.append(server)
+        addresses[name] = f"{host}:{port}"
+    config = GatewayConfig(families={**addresses, **(remote_families or {})})
+    if batch_size:
+        config.batch_size = batch_size
+    server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}")
+    servers.append(server)
+    return RunningStack(f"{host}:{port}", addresses, servers, gateway)
+
+
+async def stop_stack(stack: RunningStack) -> None:
+    if stack.gateway is not None:
+        await stack.gateway.close()
+    for server in reversed(stack.servers):
+        await server.stop(grace=1.0)
+
+
+class EmbeddedStack:
+    """The stack in a background thread with its own event loop, for callers
+    that are synchronous (the CLI, tests, benchmarks):
+
+        with EmbeddedStack() as stack:
+            channel = grpc.insecure_channel(stack.gateway_address)
+    """
+
+    def __init__(self, **options):
+        self._options = options
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="champollion-stack", daemon=True)
+        self.stack: RunningStack | None = None
+
+    def __enter__(self) -> RunningStack:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(start_stack(**self._options), self._loop)
+        self.stack = future.result(timeout=60)
+        return self.stack
+
+    def __exit__(self, *exc_info) -> None:
+        if self.stack is not None:
+            asyncio.run_coroutine_threadsafe(stop_stack(self.stack), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()

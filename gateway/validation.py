@@ -1,0 +1,134 @@
+"""Validation of an EvaluateRequest. Every error names the field path and,
+where there is one, the entry id, so the CLI can point at a file and line and
+the gRPC server can answer INVALID_ARGUMENT with a precise message."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from champollion.cards import CardRegistry, LanguageCard, UnknownLanguage
+from champollion.eval.v1 import gateway_pb2
+from gateway.costs import TOKEN_FIELDS, parse_timestamp
+
+
+class InvalidRun(ValueError):
+    """One problem with the run. `field` is a path such as
+    ``predictions[6].latency_s``; `entry_id` the id concerned, if any."""
+
+    def __init__(self, field: str, message: str, entry_id: str | None = None):
+        self.field = field
+        self.entry_id = entry_id
+        self.message = message
+        where = f"{field} (id {entry_id!r})" if entry_id else field
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class ValidatedRun:
+    source: LanguageCard
+    target: LanguageCard
+
+
+def _finite_non_negative(value: float, field: str, entry_id: str | None = None) -> None:
+    if not math.isfinite(value):
+        raise InvalidRun(field, f"must be a finite number, got {value}", entry_id)
+    if value < 0:
+        raise InvalidRun(field, f"must not be negative, got {value}", entry_id)
+
+
+def _language(cards: CardRegistry, code: str, field: str) -> LanguageCard:
+    if not code:
+        raise InvalidRun(field, "is required")
+    try:
+        return cards.get(code)
+    except UnknownLanguage:
+        raise InvalidRun(field, f"unknown language code {code!r} (no language card)") from None
+
+
+def _validate_corpus(corpus: gateway_pb2.Corpus) -> set[str]:
+    if not corpus.entries:
+        raise InvalidRun("corpus.entries", "the corpus has no entries")
+    seen: set[str] = set()
+    for index, entry in enumerate(corpus.entries):
+        path = f"corpus.entries[{index}]"
+        if not entry.id:
+            raise InvalidRun(f"{path}.id", "is required")
+        if entry.id in seen:
+            raise InvalidRun(f"{path}.id", "duplicate entry id", entry.id)
+        seen.add(entry.id)
+        if not entry.source.strip():
+            raise InvalidRun(f"{path}.source", "must be a non-empty string", entry.id)
+        if not entry.reference.strip():
+            # sacreBLEU refuses empty references; an entry needs one (SPEC §9).
+            raise InvalidRun(f"{path}.reference", "must be a non-empty string", entry.id)
+        if entry.HasField("difficulty") and not 1 <= entry.difficulty <= 5:
+            raise InvalidRun(f"{path}.difficulty", f"must be 1-5, got {entry.difficulty}", entry.id)
+    return seen
+
+
+def _validate_predictions(predictions, corpus_ids: set[str]) -> None:
+    seen: set[str] = set()
+    for index, prediction in enumerate(predictions):
+        path = f"predictions[{index}]"
+        entry_id = prediction.id
+        if not entry_id:
+            raise InvalidRun(f"{path}.id", "is required")
+        if entry_id not in corpus_ids:
+            raise InvalidRun(f"{path}.id", "no corpus entry has this id", entry_id)
+        if entry_id in seen:
+            raise InvalidRun(f"{path}.id", "duplicate prediction for this id", entry_id)
+        seen.add(entry_id)
+        if not prediction.HasField("prediction") and not prediction.HasField("error"):
+            raise InvalidRun(
+                f"{path}.prediction", "missing (send `error` for an entry the method failed on)", entry_id
+            )
+        if prediction.HasField("latency_s"):
+            _finite_non_negative(prediction.latency_s, f"{path}.latency_s", entry_id)
+        if prediction.HasField("cost_usd"):
+            _finite_non_negative(prediction.cost_usd, f"{path}.cost_usd", entry_id)
+        if prediction.HasField("usage"):
+            for name in TOKEN_FIELDS:
+                if prediction.usage.HasField(name) and getattr(prediction.usage, name) < 0:
+                    raise InvalidRun(
+                        f"{path}.usage.{name}", f"must not be negative, got {getattr(prediction.usage, name)}", entry_id
+                    )
+
+
+def _validate_meta(meta: gateway_pb2.RunMeta) -> None:
+    if meta.HasField("elapsed_seconds"):
+        _finite_non_negative(meta.elapsed_seconds, "meta.elapsed_seconds")
+    if meta.HasField("temperature") and not math.isfinite(meta.temperature):
+        raise InvalidRun("meta.temperature", "must be a finite number")
+    times = {}
+    for name in ("time_start", "time_end"):
+        if meta.HasField(name):
+            try:
+                times[name] = parse_timestamp(getattr(meta, name))
+            except ValueError:
+                raise InvalidRun(f"meta.{name}", f"not an ISO-8601 timestamp: {getattr(meta, name)!r}") from None
+    if len(times) == 2:
+        try:
+            backwards = times["time_end"] < times["time_start"]
+        except TypeError:
+            raise InvalidRun("meta.time_end", "time_start and time_end must both carry a time zone, or neither") from None
+        if backwards:
+            raise InvalidRun("meta.time_end", "is before meta.time_start")
+    if meta.HasField("pricing"):
+        for name in ("prompt_per_1m", "completion_per_1m", "cached_per_1m"):
+            _finite_non_negative(getattr(meta.pricing, name), f"meta.pricing.{name}")
+
+
+def validate_request(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) -> ValidatedRun:
+    """Raises InvalidRun on the first problem found."""
+    corpus = request.corpus
+    source = _language(cards, corpus.source_lang, "corpus.source_lang")
+    target = _language(cards, corpus.target_lang, "corpus.target_lang")
+    corpus_ids = _validate_corpus(corpus)
+    _validate_predictions(request.predictions, corpus_ids)
+    _validate_meta(request.meta)
+    if request.options.batch_size < 0:
+        raise InvalidRun("options.batch_size", f"must not be negative, got {request.options.batch_size}")
+    for index, term in enumerate(request.glossary):
+        if not term.source.strip() or not term.target.strip():
+            raise InvalidRun(f"glossary[{index}]", "source and target must be non-empty strings")
+    return ValidatedRun(source=source, target=target)

@@ -1,0 +1,68 @@
+"""The plain-Python side of the family contract.
+
+Scorers work on these dataclasses, not on protobuf messages, so metric code
+is testable without gRPC; ``FamilyServicer`` converts at the boundary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from champollion.cards import LanguageCard
+
+
+@dataclass(frozen=True)
+class EntryInput:
+    id: str
+    source: str
+    reference: str
+    prediction: str
+    acceptable_variants: tuple[str, ...] = ()
+    raw_prediction: str | None = None
+    # The method failed on this entry; `prediction` is then empty.
+    failed: bool = False
+
+
+@dataclass
+class EntryOutput:
+    id: str
+    # Entry-level values by metric id: numbers, booleans, verdicts, None.
+    values: dict[str, Any]
+    # Sufficient statistics by metric id, summed by the gateway.
+    stats: dict[str, list[float]]
+
+
+@dataclass
+class BatchOutput:
+    entries: list[EntryOutput]
+    signatures: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class BatchContext:
+    source: LanguageCard
+    target: LanguageCard
+    options: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ComponentInfo:
+    kind: str
+    name: str
+    version: str
+    detail: str = ""
+
+
+class FamilyScorer(Protocol):
+    name: str
+    version: str
+    metrics: tuple[str, ...]
+
+    def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput: ...
+
+    def languages(self) -> list[str]:
+        """Target languages served; empty means every carded language."""
+        ...
+
+    def components(self) -> list[ComponentInfo]: ...

@@ -1,0 +1,95 @@
+"""The gRPC servicer every family shares: request/response conversion,
+language-card resolution, logging, and running the scorer off the event loop."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+import structlog
+
+from champollion.cards import CardRegistry, UnknownLanguage, default_registry
+from champollion.eval.v1 import family_pb2, family_pb2_grpc
+from services.contract import BatchContext, BatchOutput, EntryInput, FamilyScorer
+
+log = structlog.get_logger()
+
+
+def entries_from_request(request: family_pb2.ScoreBatchRequest) -> list[EntryInput]:
+    return [
+        EntryInput(
+            id=entry.id,
+            source=entry.source,
+            reference=entry.reference,
+            prediction=entry.prediction,
+            acceptable_variants=tuple(entry.acceptable_variants),
+            raw_prediction=entry.raw_prediction if entry.HasField("raw_prediction") else None,
+            failed=entry.failed,
+        )
+        for entry in request.entries
+    ]
+
+
+def response_from_output(family: str, output: BatchOutput) -> family_pb2.ScoreBatchResponse:
+    response = family_pb2.ScoreBatchResponse(
+        family=family, signatures=output.signatures, warnings=output.warnings
+    )
+    for result in output.entries:
+        entry = response.entries.add(id=result.id)
+        entry.values.update(result.values)
+        for metric_id, values in result.stats.items():
+            entry.stats[metric_id].values.extend(values)
+    return response
+
+
+class FamilyServicer(family_pb2_grpc.FamilyServicer):
+    def __init__(self, scorer: FamilyScorer, cards: CardRegistry | None = None):
+        self.scorer = scorer
+        self.cards = cards or default_registry()
+
+    def _context_for(self, request) -> BatchContext:
+        return BatchContext(
+            source=self.cards.get(request.source_lang),
+            target=self.cards.get(request.target_lang),
+            options=dict(request.options),
+        )
+
+    async def ScoreBatch(self, request, context):
+        started = time.perf_counter()
+        try:
+            batch_context = self._context_for(request)
+        except UnknownLanguage as error:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"unknown language code: {error.args[0]!r}"
+            )
+        served = self.scorer.languages()
+        if served and batch_context.target.code not in served:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"{self.scorer.name} service does not serve target language {batch_context.target.code}",
+            )
+        entries = entries_from_request(request)
+        # Scoring is CPU-bound: keep the event loop free for health checks and
+        # other batches while it runs.
+        output = await asyncio.to_thread(self.scorer.score, entries, batch_context)
+        response = await asyncio.to_thread(response_from_output, self.scorer.name, output)
+        log.info(
+            "score_batch",
+            run_id=request.run_id,
+            family=self.scorer.name,
+            entries=len(entries),
+            duration_s=round(time.perf_counter() - started, 4),
+        )
+        return response
+
+    async def Describe(self, request, context):
+        return family_pb2.FamilyDescription(
+            family=self.scorer.name,
+            version=self.scorer.version,
+            metrics=list(self.scorer.metrics),
+            languages=self.scorer.languages(),
+            components=[
+                family_pb2.Component(kind=c.kind, name=c.name, version=c.version, detail=c.detail)
+                for c in self.scorer.components()
+            ],
+        )

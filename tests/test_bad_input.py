@@ -1,0 +1,138 @@
+"""Bad input: a precise INVALID_ARGUMENT from the RPC (field and entry id), a
+one-line error with file and line from the CLI (exit 2), and a server that
+keeps serving afterwards."""
+import json
+import math
+import subprocess
+import sys
+
+import grpc
+import pytest
+
+from tests.conftest import EXAMPLE, evaluate, make_request
+
+ENTRIES = [{"id": "a", "reference": "Hola"}, {"id": "b", "reference": "Adiós"}]
+
+
+def rejected(gateway, request) -> str:
+    with pytest.raises(grpc.RpcError) as caught:
+        gateway.Evaluate(request, timeout=30)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    return caught.value.details()
+
+
+@pytest.mark.parametrize(
+    "request_args, expected",
+    [
+        ({"entries": ENTRIES + [{"id": "a", "reference": "Otra"}]}, "corpus.entries[2].id (id 'a'): duplicate entry id"),
+        ({"entries": [{"id": "", "reference": "Hola"}]}, "corpus.entries[0].id: is required"),
+        ({"entries": [{"id": "a", "reference": "  "}]}, "corpus.entries[0].reference (id 'a'): must be a non-empty string"),
+        ({"entries": ENTRIES, "predictions": [{"id": "zz", "prediction": "x"}]},
+         "predictions[0].id (id 'zz'): no corpus entry has this id"),
+        ({"entries": ENTRIES, "predictions": [{"id": "a", "prediction": "x"}, {"id": "a", "prediction": "y"}]},
+         "predictions[1].id (id 'a'): duplicate prediction"),
+        ({"entries": ENTRIES, "target_lang": "xx"}, "corpus.target_lang: unknown language code 'xx'"),
+        ({"entries": ENTRIES, "predictions": [{"id": "b", "prediction": "x", "latency_s": math.nan}]},
+         "predictions[0].latency_s (id 'b'): must be a finite number"),
+        ({"entries": ENTRIES, "predictions": [{"id": "a", "prediction": "x", "latency_s": -1.0}]},
+         "predictions[0].latency_s (id 'a'): must not be negative"),
+        ({"entries": ENTRIES, "meta": {"time_start": "2026-11-20T10:00:00Z", "time_end": "2026-11-20T09:00:00Z"}},
+         "meta.time_end: is before meta.time_start"),
+    ],
+)
+def test_rpc_names_field_and_entry(gateway, request_args, expected):
+    assert expected in rejected(gateway, make_request(**request_args))
+
+
+def test_negative_token_count_is_rejected(gateway):
+    request = make_request(ENTRIES, [{"id": "a", "prediction": "Hola"}])
+    request.predictions[0].usage.completion_tokens = -3
+    assert "predictions[0].usage.completion_tokens (id 'a'): must not be negative" in rejected(gateway, request)
+
+
+def test_server_keeps_serving_after_bad_input(gateway):
+    rejected(gateway, make_request(ENTRIES, target_lang="xx"))
+    card = evaluate(gateway, make_request(ENTRIES))
+    assert card["scores"]["exact_match_rate"] == 1.0
+
+
+def test_missing_prediction_counts_as_error_and_scores_as_empty(gateway):
+    card = evaluate(gateway, make_request(ENTRIES, [{"id": "a", "prediction": "Hola"}]))
+    scores = card["scores"]
+    assert (scores["total"], scores["evaluated"], scores["errors"]) == (2, 1, 1)
+    assert scores["exact_match_rate"] == 0.5
+    missing = next(e for e in card["entries"] if e["id"] == "b")
+    assert missing["error"] == "no prediction" and missing["scores"]["chrf_plus_plus"] == 0.0
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+def write_run(tmp_path, corpus=None, prediction_lines=None):
+    corpus_path = tmp_path / "corpus.json"
+    predictions_path = tmp_path / "predictions.jsonl"
+    corpus_path.write_text(
+        json.dumps(corpus or {"id": "t", "source_lang": "eng", "target_lang": "spa",
+                              "entries": [{"id": "a", "source": "Hello", "reference": "Hola"},
+                                          {"id": "b", "source": "Bye", "reference": "Adiós"}]}),
+        encoding="utf-8",
+    )
+    lines = prediction_lines if prediction_lines is not None else ['{"id": "a", "prediction": "Hola"}']
+    predictions_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(corpus_path), str(predictions_path)
+
+
+@pytest.mark.parametrize(
+    "lines, expected",
+    [
+        (['{"id": "a", "prediction": "Hola"}', '{"id": "b", "prediction": '], "predictions.jsonl:2: malformed JSON"),
+        (['{"id": "a", "prediction": 42}'], "predictions.jsonl:1: id 'a': prediction: must be a string"),
+        (['{"id": "a", "prediction": "Hola"}', '', '{"id": "q", "prediction": "x"}'],
+         "predictions.jsonl:3: predictions[1].id (id 'q'): no corpus entry has this id"),
+        (['{"id": "a", "prediction": "Hola", "latency_s": NaN}'],
+         "predictions.jsonl:1: predictions[0].latency_s (id 'a'): must be a finite number"),
+        (['{"id": "a", "prediction": "Hola", "usage": {"prompt_tokens": -5}}'],
+         "predictions.jsonl:1: predictions[0].usage.prompt_tokens (id 'a'): must not be negative"),
+        (['{"id": "a", "prediction": "Hola"}', '{"id": "a", "prediction": "Hola"}'],
+         "predictions.jsonl:2: predictions[1].id (id 'a'): duplicate prediction"),
+    ],
+)
+def test_cli_prints_one_line_naming_file_line_and_field(tmp_path, lines, expected):
+    result = run_cli("evaluate", *write_run(tmp_path, prediction_lines=lines))
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    message = result.stderr.strip()
+    assert "\n" not in message and message.startswith("champollion: error: ")
+    assert expected in message
+
+
+@pytest.mark.parametrize(
+    "corpus, expected",
+    [
+        ({"id": "t", "source_lang": "eng", "target_lang": "klingon", "entries": [{"id": "a", "source": "x", "reference": "y"}]},
+         "corpus.json: corpus.target_lang: unknown language code 'klingon'"),
+        ({"id": "t", "source_lang": "eng", "target_lang": "spa",
+          "entries": [{"id": "a", "source": "x", "reference": "y"}, {"id": "a", "source": "x", "reference": "z"}]},
+         "corpus.json: corpus.entries[1].id (id 'a'): duplicate entry id"),
+        ({"id": "t", "source_lang": "eng", "target_lang": "spa", "entries": [{"source": "x", "reference": "y"}]},
+         "corpus.json: entries[0]: id: is required"),
+        ({"id": "t", "source_lang": "eng", "target_lang": "spa", "entries": [{"id": "a", "source": "x", "reference": 3}]},
+         "corpus.json: entries[0] (id 'a'): reference: must be a string"),
+    ],
+)
+def test_cli_corpus_errors(tmp_path, corpus, expected):
+    result = run_cli("evaluate", *write_run(tmp_path, corpus=corpus))
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+
+
+def test_cli_bare_entry_list_needs_languages(tmp_path):
+    corpus_path, predictions_path = write_run(tmp_path, corpus=[{"id": "a", "source": "Hello", "reference": "Hola"}])
+    result = run_cli("evaluate", corpus_path, predictions_path)
+    assert result.returncode == 2 and "--source-lang" in result.stderr
+    result = run_cli("evaluate", corpus_path, predictions_path, "--source-lang", "eng", "--target-lang", "es")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["scores"]["exact_match_rate"] == 1.0

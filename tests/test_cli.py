@@ -1,0 +1,93 @@
+"""The `champollion` command as a user runs it."""
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import EXAMPLE
+
+
+def champollion(*args, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def example_args():
+    return [str(EXAMPLE / "corpus.json"), str(EXAMPLE / "predictions.jsonl"),
+            "--meta", str(EXAMPLE / "meta.json"), "--glossary", str(EXAMPLE / "glossary.json")]
+
+
+def test_evaluate_embedded_prints_a_valid_run_card(run_card_validator):
+    result = champollion("evaluate", *example_args())
+    assert result.returncode == 0, result.stderr
+    card = json.loads(result.stdout)
+    run_card_validator.validate(card)
+    assert card["model_slug"] == "example-llm-mini"
+    assert card["scores"]["quality_tier"] in {"fluent", "deployable", "functional", "emerging", "baseline"}
+
+
+def test_evaluate_writes_out_file(tmp_path):
+    out = tmp_path / "card.json"
+    result = champollion("evaluate", *example_args(), "--out", str(out), "--batch-size", "5")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert json.loads(out.read_text(encoding="utf-8"))["scores"]["total"] == 36
+
+
+def test_describe_embedded_lists_families_and_languages():
+    result = champollion("describe")
+    assert result.returncode == 0, result.stderr
+    description = json.loads(result.stdout)
+    families = {f["family"]: f for f in description["families"]}
+    assert families["surface"]["reachable"] is True
+    assert "chrf_plus_plus" in families["surface"]["description"]["metrics"]
+    assert families["structural"]["error"] == "not configured"
+    languages = {l["code"]: l for l in description["languages"]}
+    assert languages["kor"]["bleu_tokenizer"] == "ko-mecab"
+    assert languages["crk"]["profile"] == "A"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_serve_then_evaluate_through_the_gateway_address():
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        address = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            result = champollion("describe", "--gateway", address)
+            if result.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert result.returncode == 0, result.stderr
+        result = champollion("evaluate", *example_args(), "--gateway", address)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["scores"]["total"] == 36
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert server.returncode == 0
+
+
+def test_unreachable_gateway_is_a_clear_failure():
+    result = champollion("evaluate", *example_args(), "--gateway", f"127.0.0.1:{free_port()}")
+    assert result.returncode == 1
+    assert "UNAVAILABLE" in result.stderr
+
+
+def test_serving_an_unimplemented_family_says_so():
+    result = champollion("serve", "--family", "semantic")
+    assert result.returncode == 2
+    assert "not implemented yet" in result.stderr
