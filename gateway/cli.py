@@ -13,7 +13,7 @@ import grpc
 from tqdm import tqdm
 
 from champollion import logs
-from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
+from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
 from champollion.serving import MAX_MESSAGE_BYTES
 from gateway.config import GatewayConfig, load_config
 from gateway.inputs import (
@@ -25,7 +25,7 @@ from gateway.inputs import (
     load_predictions,
     locate_invalid,
 )
-from gateway.run_card import message_to_dict, run_card_from_proto
+from gateway.run_card import dict_to_message, message_to_dict, run_card_from_proto
 from gateway.stack import EmbeddedStack, start_family, start_gateway, start_stack
 from services.registry import ALL_FAMILIES, IMPLEMENTED
 
@@ -89,7 +89,7 @@ def cmd_evaluate(args) -> int:
         glossary = load_glossary(glossary_path) if glossary_path else None
     except InputError as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
-    request = build_request(corpus, predictions, meta, glossary, args.batch_size or 0, args.seed)
+    request = build_request(corpus, predictions, meta, glossary, args.batch_size or 0, args.seed, args.resamples or 0)
     with _gateway_or_embedded(args.gateway) as address:
         try:
             card = _stream_evaluation(address, request)
@@ -98,12 +98,45 @@ def cmd_evaluate(args) -> int:
                 message = locate_invalid(error.details(), corpus_path, predictions, meta_path, glossary_path)
                 raise CliError(message, EXIT_INVALID_INPUT) from None
             raise CliError(f"gateway at {address}: {error.code().name}: {error.details()}", EXIT_FAILURE) from None
-    text = json.dumps(card, ensure_ascii=False, indent=2)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    _write_json(card, args.out)
+    return 0
+
+
+def _load_run_card(path: Path) -> run_card_pb2.RunCard:
+    try:
+        return dict_to_message(json.loads(path.read_text(encoding="utf-8")), run_card_pb2.RunCard())
+    except OSError as error:
+        raise CliError(f"{path}: cannot read: {error.strerror}", EXIT_INVALID_INPUT) from None
+    except json.JSONDecodeError as error:
+        raise CliError(f"{path}:{error.lineno}: malformed JSON: {error.msg}", EXIT_INVALID_INPUT) from None
+    except (ValueError, TypeError, AttributeError) as error:
+        raise CliError(f"{path}: not a Champollion run card: {error}", EXIT_INVALID_INPUT) from None
+
+
+def cmd_compare(args) -> int:
+    request = gateway_pb2.CompareRequest(
+        baseline=_load_run_card(Path(args.baseline)), system=_load_run_card(Path(args.system)),
+        resamples=args.resamples or 0,
+    )
+    if args.seed is not None:
+        request.seed = args.seed
+    with _gateway_or_embedded(args.gateway) as address:
+        with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+            try:
+                response = gateway_pb2_grpc.GatewayStub(channel).Compare(request, timeout=600)
+            except grpc.RpcError as error:
+                code = EXIT_INVALID_INPUT if error.code() == grpc.StatusCode.FAILED_PRECONDITION else EXIT_FAILURE
+                raise CliError(f"{error.details()}", code) from None
+    _write_json(message_to_dict(response), args.out)
+    return 0
+
+
+def _write_json(data: dict, out: str | None) -> None:
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
     else:
         print(text)
-    return 0
 
 
 def cmd_describe(args) -> int:
@@ -172,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
     evaluate.add_argument("--out", help="write the run card here instead of stdout")
     evaluate.add_argument("--batch-size", type=int, help="entries per family call")
-    evaluate.add_argument("--seed", type=int, help="bootstrap seed, recorded in the request")
+    evaluate.add_argument("--seed", type=int, help="bootstrap seed (default 12345, as sacreBLEU)")
+    evaluate.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
     evaluate.add_argument("--source-lang", help="source language (for a bare list of entries)")
     evaluate.add_argument("--target-lang", help="target language (for a bare list of entries)")
     evaluate.set_defaults(handler=cmd_evaluate)
@@ -186,6 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="gateway config YAML (with --family gateway)")
     serve.add_argument("--log-level", default="INFO")
     serve.set_defaults(handler=cmd_serve)
+
+    compare = commands.add_parser("compare", help="paired bootstrap significance between two run cards")
+    compare.add_argument("baseline", help="run card JSON of the baseline")
+    compare.add_argument("system", help="run card JSON of the system compared with it")
+    compare.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
+    compare.add_argument("--seed", type=int, help="bootstrap seed (default 12345, as sacreBLEU)")
+    compare.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
+    compare.add_argument("--out", help="write the comparison here instead of stdout")
+    compare.set_defaults(handler=cmd_compare)
 
     describe = commands.add_parser("describe", help="what is loaded: families, metrics, languages")
     describe.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")

@@ -2,13 +2,16 @@
 layout is SPEC §8 / ``schemas/run_card.schema.json``)."""
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections import Counter
 from typing import Callable
 
 import numpy as np
 
 from champollion.cards import LanguageCard
 from champollion.eval.v1 import family_pb2, gateway_pb2
+from gateway.bootstrap import ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, TIER_CI_METRICS, confidence_intervals
 from gateway.composite import WEIGHTS, Composite, compute_composite, quality_tier
 from gateway.config import GatewayConfig
 from gateway.corpus import corpus_value
@@ -20,7 +23,10 @@ from gateway.merge import MergedScores, merge_outcomes
 from gateway.validation import ValidatedRun
 
 QUALITY_TIER_BASIS = "heuristic: engineering proxies, not validated by community review"
-NOT_COMPUTED_YET = "confidence intervals are not computed yet (bootstrap is planned); confidence_intervals is empty"
+# Seed 001 §6.3: minimum corpus sizes for statistical reliability.
+MIN_EVALUATION_ENTRIES = 100
+MIN_DEV_ENTRIES = 50
+MIN_PER_GROUP = 10
 
 
 def _batch_entries(request: gateway_pb2.EvaluateRequest) -> list[family_pb2.BatchEntry]:
@@ -158,6 +164,42 @@ def _entry_usages(request) -> list[EntryUsage]:
     return usages
 
 
+def _size_warnings(entries) -> list[str]:
+    warnings = []
+    total = len(entries)
+    if total < MIN_DEV_ENTRIES:
+        warnings.append(f"corpus has {total} entries, below the {MIN_DEV_ENTRIES}-entry minimum of a development set")
+    if total < MIN_EVALUATION_ENTRIES:
+        warnings.append(
+            f"corpus has {total} entries, below the {MIN_EVALUATION_ENTRIES}-entry minimum of an evaluation set: "
+            "the paired bootstrap cannot detect differences under about 5 chrF++ points"
+        )
+    for label, keys in (
+        ("domain", [e.domain for e in entries if e.domain]),
+        ("difficulty tier", [str(e.difficulty) for e in entries if e.HasField("difficulty")]),
+    ):
+        small = sorted((key, n) for key, n in Counter(keys).items() if n < MIN_PER_GROUP)
+        if small:
+            listed = ", ".join(f"{key} ({n})" for key, n in small)
+            warnings.append(f"fewer than {MIN_PER_GROUP} entries per {label}: {listed}; their scores are unstable")
+    return warnings
+
+
+def _tier_intervals(difficulties: list[str | None], stats: dict[str, np.ndarray], resamples: int, seed: int) -> dict:
+    tier_stats = {m: stats[m] for m in TIER_CI_METRICS if m in stats}
+    rows_by_tier: dict[str, list[int]] = {}
+    for index, tier in enumerate(difficulties):
+        if tier is not None:
+            rows_by_tier.setdefault(tier, []).append(index)
+    intervals = {}
+    for tier, rows in sorted(rows_by_tier.items()):
+        subset = {m: matrix[rows] for m, matrix in tier_stats.items()}
+        tier_intervals = confidence_intervals(subset, {}, resamples, seed, TIER_CI_METRICS)
+        if tier_intervals:
+            intervals[tier] = tier_intervals
+    return intervals
+
+
 def _pricing(meta) -> Pricing | None:
     if not meta.HasField("pricing"):
         return None
@@ -195,18 +237,31 @@ async def evaluate(
 
     outcomes = await fan_out(clients, batches, config.max_in_flight, batch_done)
     entries = request.corpus.entries
-    merged = merge_outcomes(outcomes, len(entries))
+    merged = await asyncio.to_thread(merge_outcomes, outcomes, len(entries))
     warnings = _family_warnings(outcomes) + merged.warnings
     equivalence_warning = _apply_equivalence_rule(merged, request)
     if equivalence_warning:
         warnings.append(equivalence_warning)
 
+    seed = request.options.seed if request.options.HasField("seed") else DEFAULT_SEED
+    resamples = request.options.bootstrap_resamples or DEFAULT_RESAMPLES
+    # Everything below is CPU-bound: off the event loop, which in the
+    # embedded stack also serves the families.
+    card = await asyncio.to_thread(_assemble_card, request, run, merged, batches, warnings, seed, resamples)
+    card["run_id"] = run_id
+    return card
+
+
+def _assemble_card(request, run: ValidatedRun, merged: MergedScores, batches, warnings: list[str],
+                   seed: int, resamples: int) -> dict:
+    entries = request.corpus.entries
     values = _corpus_values(merged.stats)
     target: LanguageCard = run.target
     composite = compute_composite(values, target.profile)
     coverage_warning = _coverage_warning(composite)
     if coverage_warning:
         warnings.append(coverage_warning)
+    warnings.extend(_size_warnings(entries))
 
     meta = request.meta
     usages = _entry_usages(request)
@@ -215,6 +270,7 @@ async def evaluate(
         _optional(meta, "elapsed_seconds"), _optional(meta, "time_start"), _optional(meta, "time_end")
     )
     failed = sum(entry.failed for batch in batches for entry in batch.entries)
+    difficulties = [str(e.difficulty) if e.HasField("difficulty") else None for e in entries]
 
     scores = _scores_block(values, merged.stats)
     scores.update(
@@ -222,17 +278,14 @@ async def evaluate(
         quality_tier=quality_tier(composite.value),
         cost_adjusted=cost_adjusted(composite.value, totals["cost_per_entry_usd"]),
         **compute_speed(usages, elapsed, totals["total_tokens"]),
-        confidence_intervals={},
-        confidence_intervals_by_tier={},
-        by_difficulty=_breakdown(
-            [str(e.difficulty) if e.HasField("difficulty") else None for e in entries], merged.stats, target.profile
-        ),
+        confidence_intervals=confidence_intervals(merged.stats, composite.weights, resamples, seed),
+        confidence_intervals_by_tier=_tier_intervals(difficulties, merged.stats, resamples, seed),
+        by_difficulty=_breakdown(difficulties, merged.stats, target.profile),
         by_provenance=_breakdown([_provenance_key(e) for e in entries], merged.stats, target.profile),
         total=len(entries),
         evaluated=len(entries) - failed,
         errors=failed,
     )
-    warnings.append(NOT_COMPUTED_YET)
 
     version = corpus_version((entry.id, entry.reference) for entry in entries)
     fingerprint_hash, fingerprint_inputs = run_fingerprint(
@@ -245,7 +298,11 @@ async def evaluate(
         entry_values["composite"] = compute_composite(
             {m: entry_values.get(m) for m in composite.weights}, target.profile
         ).value if composite.weights else None
-        result = {"id": entry.id, "scores": entry_values}
+        result = {
+            "id": entry.id,
+            "scores": entry_values,
+            "stats": {m: matrix[index].tolist() for m, matrix in merged.stats.items()},
+        }
         if entry.HasField("difficulty"):
             result["difficulty"] = entry.difficulty
         prediction = predictions.get(entry.id)
@@ -256,7 +313,6 @@ async def evaluate(
         entry_results.append(result)
 
     return {
-        "run_id": run_id,
         "model_slug": _optional(meta, "model_slug"),
         "condition": _optional(meta, "condition"),
         "dataset": {
@@ -275,6 +331,7 @@ async def evaluate(
             "missing": list(composite.missing),
         },
         "quality_tier_basis": QUALITY_TIER_BASIS,
+        "bootstrap": {"method": "percentile", "resamples": resamples, "alpha": ALPHA, "seed": seed},
         "warnings": warnings,
         "entries": entry_results,
     }

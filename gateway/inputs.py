@@ -263,6 +263,7 @@ def build_request(
     glossary: list[gateway_pb2.GlossaryTerm] | None = None,
     batch_size: int = 0,
     seed: int | None = None,
+    resamples: int = 0,
 ) -> gateway_pb2.EvaluateRequest:
     request = gateway_pb2.EvaluateRequest(corpus=corpus, predictions=predictions.predictions)
     if meta is not None:
@@ -271,4 +272,5 @@ def build_request(
     request.options.batch_size = batch_size
     if seed is not None:
         request.options.seed = seed
+    request.options.bootstrap_resamples = resamples
     return request

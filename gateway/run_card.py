@@ -1,15 +1,18 @@
 """The run card between its two forms: the dict the gateway builds (and the CLI
 prints as JSON) and the RunCard protobuf message that travels over gRPC.
 
-Nullable numbers are proto3 `optional` fields: None <-> unset. The conversion
-walks the message descriptors, so a field added to the .proto needs no code
-here; int64 fields stay integers (protobuf's own JSON mapping would turn them
-into strings).
+The conversion walks the message descriptors, so a field added to the .proto
+needs no code here. Three rules keep the JSON in the layout of spec §9:
+  - a proto3 `optional` field that is unset is None (null), and None unsets it;
+  - int64 fields stay integers (protobuf's own JSON mapping makes them strings);
+  - a message whose only field is a map (IntervalSet) is written as that map,
+    since proto maps cannot nest directly.
+Struct fields (per-entry values and statistics) use protobuf's JSON mapping.
 """
 from __future__ import annotations
 
 from google.protobuf import json_format
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from champollion.eval.v1 import run_card_pb2
@@ -17,9 +20,18 @@ from champollion.eval.v1 import run_card_pb2
 _JSON_WELL_KNOWN = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
 
 
-def run_card_to_proto(card: dict) -> run_card_pb2.RunCard:
-    return json_format.ParseDict(card, run_card_pb2.RunCard())
+def _is_map(field: FieldDescriptor) -> bool:
+    return field.message_type is not None and field.message_type.GetOptions().map_entry
 
+
+def _map_wrapper_field(descriptor: Descriptor) -> FieldDescriptor | None:
+    """The map field of a message that holds nothing else."""
+    if len(descriptor.fields) == 1 and _is_map(descriptor.fields[0]):
+        return descriptor.fields[0]
+    return None
+
+
+# --- proto -> dict -------------------------------------------------------------
 
 def _value_to_python(field: FieldDescriptor, value):
     if field.message_type is None:
@@ -31,16 +43,16 @@ def _value_to_python(field: FieldDescriptor, value):
     return message_to_dict(value)
 
 
-def message_to_dict(message: Message) -> dict:
+def message_to_dict(message: Message):
     """Every field of `message` by its proto name; unset optionals as None."""
+    wrapped = _map_wrapper_field(message.DESCRIPTOR)
+    if wrapped is not None:
+        return _map_to_dict(wrapped, getattr(message, wrapped.name))
     result = {}
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value_field = field.message_type.fields_by_name["value"]
-            result[field.name] = {
-                key: _value_to_python(value_field, value[key]) for key in sorted(value.keys())
-            }
+        if _is_map(field):
+            result[field.name] = _map_to_dict(field, value)
         elif field.label == FieldDescriptor.LABEL_REPEATED:
             result[field.name] = [_value_to_python(field, item) for item in value]
         elif field.has_presence and not message.HasField(field.name):
@@ -48,6 +60,58 @@ def message_to_dict(message: Message) -> dict:
         else:
             result[field.name] = _value_to_python(field, value)
     return result
+
+
+def _map_to_dict(field: FieldDescriptor, value) -> dict:
+    value_field = field.message_type.fields_by_name["value"]
+    return {key: _value_to_python(value_field, value[key]) for key in sorted(value.keys())}
+
+
+# --- dict -> proto -------------------------------------------------------------
+
+def _fill_from_python(field: FieldDescriptor, target: Message, value) -> None:
+    """Fills the message `target` (of `field`'s message type) from `value`."""
+    if field.message_type.full_name in _JSON_WELL_KNOWN:
+        json_format.ParseDict(value, target)
+    else:
+        target.SetInParent()  # present even when all its fields are null
+        dict_to_message(value, target)
+
+
+def dict_to_message(data, message: Message) -> Message:
+    wrapped = _map_wrapper_field(message.DESCRIPTOR)
+    if wrapped is not None:
+        data = {wrapped.name: data}
+    for name, value in data.items():
+        field = message.DESCRIPTOR.fields_by_name.get(name)
+        if field is None:
+            raise ValueError(f"{message.DESCRIPTOR.name} has no field {name!r}")
+        if value is None:
+            continue
+        if _is_map(field):
+            value_field = field.message_type.fields_by_name["value"]
+            container = getattr(message, name)
+            for key, item in value.items():
+                if value_field.message_type is None:
+                    container[key] = item
+                else:
+                    _fill_from_python(value_field, container[key], item)
+        elif field.label == FieldDescriptor.LABEL_REPEATED:
+            container = getattr(message, name)
+            if field.message_type is None:
+                container.extend(value)
+            else:
+                for item in value:
+                    _fill_from_python(field, container.add(), item)
+        elif field.message_type is not None:
+            _fill_from_python(field, getattr(message, name), value)
+        else:
+            setattr(message, name, value)
+    return message
+
+
+def run_card_to_proto(card: dict) -> run_card_pb2.RunCard:
+    return dict_to_message(card, run_card_pb2.RunCard())
 
 
 def run_card_from_proto(message: run_card_pb2.RunCard) -> dict:

@@ -11,6 +11,9 @@ from champollion.eval.v1 import gateway_pb2
 from gateway.costs import TOKEN_FIELDS, parse_timestamp
 
 
+MAX_RESAMPLES = 100_000
+
+
 class InvalidRun(ValueError):
     """One problem with the run. `field` is a path such as
     ``predictions[6].latency_s``; `entry_id` the id concerned, if any."""
@@ -128,6 +131,8 @@ def validate_request(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) 
     _validate_meta(request.meta)
     if request.options.batch_size < 0:
         raise InvalidRun("options.batch_size", f"must not be negative, got {request.options.batch_size}")
+    if not 0 <= request.options.bootstrap_resamples <= MAX_RESAMPLES:
+        raise InvalidRun("options.bootstrap_resamples", f"must be 0 (default) to {MAX_RESAMPLES}")
     for index, term in enumerate(request.glossary):
         if not term.source.strip() or not term.target.strip():
             raise InvalidRun(f"glossary[{index}]", "source and target must be non-empty strings")

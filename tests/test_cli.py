@@ -91,3 +91,33 @@ def test_serving_an_unimplemented_family_says_so():
     result = champollion("serve", "--family", "semantic")
     assert result.returncode == 2
     assert "not implemented yet" in result.stderr
+
+
+def test_compare_two_run_cards(tmp_path):
+    baseline, system = tmp_path / "a.json", tmp_path / "b.json"
+    assert champollion("evaluate", *example_args(), "--out", str(baseline)).returncode == 0
+    assert champollion("evaluate", *example_args(), "--out", str(system), "--seed", "7").returncode == 0
+    result = champollion("compare", str(baseline), str(system), "--resamples", "200")
+    assert result.returncode == 0, result.stderr
+    comparison = json.loads(result.stdout)
+    chrf = comparison["metrics"]["chrf_plus_plus"]
+    assert chrf["difference"] == 0 and chrf["significant"] is False
+    assert comparison["bootstrap"]["resamples"] == 200
+
+
+def test_compare_refuses_different_corpus_versions(tmp_path):
+    baseline, system = tmp_path / "a.json", tmp_path / "b.json"
+    assert champollion("evaluate", *example_args(), "--out", str(baseline)).returncode == 0
+    card = json.loads(baseline.read_text(encoding="utf-8"))
+    card["dataset"]["version"] = "0" * 64
+    system.write_text(json.dumps(card), encoding="utf-8")
+    result = champollion("compare", str(baseline), str(system))
+    assert result.returncode == 2
+    assert "different corpus versions" in result.stderr
+
+
+def test_compare_rejects_a_file_that_is_not_a_run_card(tmp_path):
+    bogus = tmp_path / "x.json"
+    bogus.write_text('{"hello": 1}', encoding="utf-8")
+    result = champollion("compare", str(bogus), str(bogus))
+    assert result.returncode == 2 and "not a Champollion run card" in result.stderr

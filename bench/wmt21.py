@@ -1,0 +1,34 @@
+"""Loading the WMT21 English→German data in ../shared/data (benchmarks only;
+the test suite never needs it)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DATA = Path(os.environ.get("CHAMPOLLION_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data" / "wmt21-ende"
+
+
+def read_lines(name: str) -> list[str]:
+    path = DATA / f"newstest2021.en-de.{name}"
+    if not path.exists():
+        raise SystemExit(f"missing {path}: the benchmarks need the shared WMT21 data (set CHAMPOLLION_SHARED)")
+    return path.read_text(encoding="utf-8").rstrip("\n").split("\n")
+
+
+def systems() -> list[str]:
+    return sorted(p.name.split(".hyp.")[1][: -len(".de")] for p in DATA.glob("newstest2021.en-de.hyp.*.de"))
+
+
+def segments(size: int) -> tuple[list[dict], list[dict]]:
+    """`size` (entry, prediction) pairs: every system's outputs against
+    reference A, system after system, as ids '<system>:<line>'."""
+    sources, references = read_lines("src.en"), read_lines("ref.A.de")
+    entries, predictions = [], []
+    for system in systems():
+        for line, hypothesis in enumerate(read_lines(f"hyp.{system}.de"), start=1):
+            entry_id = f"{system}:{line}"
+            entries.append({"id": entry_id, "source": sources[line - 1], "reference": references[line - 1]})
+            predictions.append({"id": entry_id, "prediction": hypothesis})
+            if len(entries) == size:
+                return entries, predictions
+    return entries, predictions
