@@ -41,6 +41,7 @@ test: install
 
 bench: install
 	$(BIN)/python bench/surface_overhead.py
+	$(BIN)/python bench/bootstrap.py
 
 clean:
 	rm -rf $(VENV) champollion/eval build *.egg-info

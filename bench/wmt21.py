@@ -32,3 +32,22 @@ def segments(size: int) -> tuple[list[dict], list[dict]]:
             if len(entries) == size:
                 return entries, predictions
     return entries, predictions
+
+
+def paired_runs(size: int) -> tuple[list[dict], list[dict], list[dict]]:
+    """One corpus of `size` entries (slot k, line l: reference A of line l)
+    and two runs over it: slot k filled by system k, or by system k+10."""
+    sources, references = read_lines("src.en"), read_lines("ref.A.de")
+    names = systems()
+    half = len(names) // 2
+    entries, run_a, run_b = [], [], []
+    for slot in range(half):
+        hyps_a, hyps_b = read_lines(f"hyp.{names[slot]}.de"), read_lines(f"hyp.{names[slot + half]}.de")
+        for line in range(len(sources)):
+            entry_id = f"slot{slot}:{line + 1}"
+            entries.append({"id": entry_id, "source": sources[line], "reference": references[line]})
+            run_a.append({"id": entry_id, "prediction": hyps_a[line]})
+            run_b.append({"id": entry_id, "prediction": hyps_b[line]})
+            if len(entries) == size:
+                return entries, run_a, run_b
+    return entries, run_a, run_b

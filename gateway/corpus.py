@@ -35,3 +35,9 @@ def corpus_value(metric_id: str, stats: np.ndarray) -> float | None:
     if stats.shape[0] == 0:
         return None
     return REDUCERS.get(metric_id, rate_from_sums)(stats.sum(axis=0))
+
+
+def corpus_values(stats: dict[str, np.ndarray], rows: np.ndarray | None = None) -> dict[str, float | None]:
+    """Corpus value of every metric, over all entries or the given rows."""
+    return {metric_id: corpus_value(metric_id, matrix if rows is None else matrix[rows])
+            for metric_id, matrix in stats.items()}

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import Counter
 from typing import Callable
 
 import numpy as np
 
 from champollion.cards import LanguageCard
 from champollion.eval.v1 import family_pb2, gateway_pb2
-from gateway.bootstrap import ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, TIER_CI_METRICS, confidence_intervals
+from gateway.bootstrap import ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, confidence_intervals
 from gateway.composite import WEIGHTS, Composite, compute_composite, quality_tier
+from gateway.breakdowns import breakdown, provenance_key, size_warnings, tier_intervals
 from gateway.config import GatewayConfig
-from gateway.corpus import corpus_value
-from gateway.costs import EntryUsage, Pricing, compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
+from gateway.corpus import corpus_values
+from gateway.costs import (
+    TOKEN_FIELDS,
+    EntryUsage,
+    Pricing,
+    compute_speed,
+    compute_totals,
+    cost_adjusted,
+    run_elapsed_seconds,
+)
 from gateway.fanout import FamilyClient, FamilyOutcome, fan_out
 from gateway.identity import corpus_version, run_fingerprint
 from gateway.layout import COUNT_OF_RATE, FAMILIES, FAMILY_SCORE_KEYS
@@ -23,10 +31,6 @@ from gateway.merge import MergedScores, merge_outcomes
 from gateway.validation import ValidatedRun
 
 QUALITY_TIER_BASIS = "heuristic: engineering proxies, not validated by community review"
-# Seed 001 §6.3: minimum corpus sizes for statistical reliability.
-MIN_EVALUATION_ENTRIES = 100
-MIN_DEV_ENTRIES = 50
-MIN_PER_GROUP = 10
 
 
 def _batch_entries(request: gateway_pb2.EvaluateRequest) -> list[family_pb2.BatchEntry]:
@@ -64,13 +68,6 @@ def make_batches(request, run_id: str, batch_size: int) -> list[family_pb2.Score
         )
         for start in range(0, len(entries), batch_size)
     ]
-
-
-def _corpus_values(stats: dict[str, np.ndarray], rows: np.ndarray | None = None) -> dict:
-    values = {}
-    for metric_id, matrix in stats.items():
-        values[metric_id] = corpus_value(metric_id, matrix if rows is None else matrix[rows])
-    return values
 
 
 def _family_warnings(outcomes: dict[str, FamilyOutcome]) -> list[str]:
@@ -120,31 +117,6 @@ def _coverage_warning(composite: Composite) -> str | None:
     )
 
 
-def _group_scores(stats: dict[str, np.ndarray], rows: np.ndarray, profile: str) -> dict:
-    values = _corpus_values(stats, rows)
-    return {
-        "n": int(rows.size),
-        "chrf_plus_plus": values.get("chrf_plus_plus"),
-        "exact_match_rate": values.get("exact_match_rate"),
-        "composite": compute_composite(values, profile).value,
-    }
-
-
-def _breakdown(keys: list[str | None], stats: dict[str, np.ndarray], profile: str) -> dict:
-    groups: dict[str, list[int]] = {}
-    for index, key in enumerate(keys):
-        if key is not None:
-            groups.setdefault(key, []).append(index)
-    return {key: _group_scores(stats, np.asarray(rows), profile) for key, rows in sorted(groups.items())}
-
-
-def _provenance_key(entry) -> str | None:
-    if not entry.HasField("provenance"):
-        return None
-    fields = entry.provenance.fields
-    return fields["source_doc"].string_value if "source_doc" in fields else None
-
-
 def _entry_usages(request) -> list[EntryUsage]:
     predictions = {p.id: p for p in request.predictions}
     usages = []
@@ -155,49 +127,13 @@ def _entry_usages(request) -> list[EntryUsage]:
             if prediction.HasField("usage"):
                 usage = {
                     name: getattr(prediction.usage, name)
-                    for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+                    for name in TOKEN_FIELDS
                     if prediction.usage.HasField(name)
                 }
             cost = prediction.cost_usd if prediction.HasField("cost_usd") else None
             latency = prediction.latency_s if prediction.HasField("latency_s") else None
         usages.append(EntryUsage(usage=usage, cost_usd=cost, latency_s=latency, source_chars=len(entry.source)))
     return usages
-
-
-def _size_warnings(entries) -> list[str]:
-    warnings = []
-    total = len(entries)
-    if total < MIN_DEV_ENTRIES:
-        warnings.append(f"corpus has {total} entries, below the {MIN_DEV_ENTRIES}-entry minimum of a development set")
-    if total < MIN_EVALUATION_ENTRIES:
-        warnings.append(
-            f"corpus has {total} entries, below the {MIN_EVALUATION_ENTRIES}-entry minimum of an evaluation set: "
-            "the paired bootstrap cannot detect differences under about 5 chrF++ points"
-        )
-    for label, keys in (
-        ("domain", [e.domain for e in entries if e.domain]),
-        ("difficulty tier", [str(e.difficulty) for e in entries if e.HasField("difficulty")]),
-    ):
-        small = sorted((key, n) for key, n in Counter(keys).items() if n < MIN_PER_GROUP)
-        if small:
-            listed = ", ".join(f"{key} ({n})" for key, n in small)
-            warnings.append(f"fewer than {MIN_PER_GROUP} entries per {label}: {listed}; their scores are unstable")
-    return warnings
-
-
-def _tier_intervals(difficulties: list[str | None], stats: dict[str, np.ndarray], resamples: int, seed: int) -> dict:
-    tier_stats = {m: stats[m] for m in TIER_CI_METRICS if m in stats}
-    rows_by_tier: dict[str, list[int]] = {}
-    for index, tier in enumerate(difficulties):
-        if tier is not None:
-            rows_by_tier.setdefault(tier, []).append(index)
-    intervals = {}
-    for tier, rows in sorted(rows_by_tier.items()):
-        subset = {m: matrix[rows] for m, matrix in tier_stats.items()}
-        tier_intervals = confidence_intervals(subset, {}, resamples, seed, TIER_CI_METRICS)
-        if tier_intervals:
-            intervals[tier] = tier_intervals
-    return intervals
 
 
 def _pricing(meta) -> Pricing | None:
@@ -255,13 +191,13 @@ async def evaluate(
 def _assemble_card(request, run: ValidatedRun, merged: MergedScores, batches, warnings: list[str],
                    seed: int, resamples: int) -> dict:
     entries = request.corpus.entries
-    values = _corpus_values(merged.stats)
+    values = corpus_values(merged.stats)
     target: LanguageCard = run.target
     composite = compute_composite(values, target.profile)
     coverage_warning = _coverage_warning(composite)
     if coverage_warning:
         warnings.append(coverage_warning)
-    warnings.extend(_size_warnings(entries))
+    warnings.extend(size_warnings(entries))
 
     meta = request.meta
     usages = _entry_usages(request)
@@ -279,9 +215,9 @@ def _assemble_card(request, run: ValidatedRun, merged: MergedScores, batches, wa
         cost_adjusted=cost_adjusted(composite.value, totals["cost_per_entry_usd"]),
         **compute_speed(usages, elapsed, totals["total_tokens"]),
         confidence_intervals=confidence_intervals(merged.stats, composite.weights, resamples, seed),
-        confidence_intervals_by_tier=_tier_intervals(difficulties, merged.stats, resamples, seed),
-        by_difficulty=_breakdown(difficulties, merged.stats, target.profile),
-        by_provenance=_breakdown([_provenance_key(e) for e in entries], merged.stats, target.profile),
+        confidence_intervals_by_tier=tier_intervals(difficulties, merged.stats, resamples, seed),
+        by_difficulty=breakdown(difficulties, merged.stats, target.profile),
+        by_provenance=breakdown([provenance_key(e) for e in entries], merged.stats, target.profile),
         total=len(entries),
         evaluated=len(entries) - failed,
         errors=failed,

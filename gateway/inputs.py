@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from champollion.eval.v1 import gateway_pb2
+from gateway.costs import TOKEN_FIELDS
 
 
 class InputError(ValueError):
@@ -66,6 +67,14 @@ class _Fields:
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise InputError(f"{self.where}: {key}: must be a list of strings")
         return value
+
+    def copy_to(self, message, names: tuple[str, ...], read) -> None:
+        """Sets each named field of `message` that the object carries, read
+        with `read` (e.g. `self.string`)."""
+        for name in names:
+            value = read(name)
+            if value is not None:
+                setattr(message, name, value)
 
     def mapping(self, key: str) -> "_Fields | None":
         value = self.data.get(key)
@@ -145,21 +154,12 @@ def _prediction(data, where: str) -> gateway_pb2.Prediction:
     entry_id = fields.string("id", required=True)
     fields.where = f"{where}: id {entry_id!r}"
     prediction = gateway_pb2.Prediction(id=entry_id)
-    for name in ("prediction", "raw_prediction", "error"):
-        value = fields.string(name)
-        if value is not None:
-            setattr(prediction, name, value)
-    for name in ("latency_s", "cost_usd"):
-        value = fields.number(name)
-        if value is not None:
-            setattr(prediction, name, value)
+    fields.copy_to(prediction, ("prediction", "raw_prediction", "error"), fields.string)
+    fields.copy_to(prediction, ("latency_s", "cost_usd"), fields.number)
     usage = fields.mapping("usage")
     if usage is not None:
         prediction.usage.SetInParent()
-        for name in ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens"):
-            value = usage.integer(name)
-            if value is not None:
-                setattr(prediction.usage, name, value)
+        usage.copy_to(prediction.usage, TOKEN_FIELDS, usage.integer)
     return prediction
 
 
@@ -197,14 +197,8 @@ def load_meta(path: Path) -> gateway_pb2.RunMeta:
         raise InputError(f"{path}: must be a JSON object")
     fields = _Fields(data, str(path))
     meta = gateway_pb2.RunMeta()
-    for name in ("model_slug", "condition", "time_start", "time_end", "prompt", "comet_model"):
-        value = fields.string(name)
-        if value is not None:
-            setattr(meta, name, value)
-    for name in ("elapsed_seconds", "temperature"):
-        value = fields.number(name)
-        if value is not None:
-            setattr(meta, name, value)
+    fields.copy_to(meta, ("model_slug", "condition", "time_start", "time_end", "prompt", "comet_model"), fields.string)
+    fields.copy_to(meta, ("elapsed_seconds", "temperature"), fields.number)
     pricing = fields.mapping("pricing")
     if pricing is not None:
         for name in ("prompt_per_1m", "completion_per_1m"):
@@ -212,9 +206,7 @@ def load_meta(path: Path) -> gateway_pb2.RunMeta:
             if value is None:
                 raise InputError(f"{pricing.where}: {name}: is required")
             setattr(meta.pricing, name, value)
-        cached = pricing.number("cached_per_1m")
-        if cached is not None:
-            meta.pricing.cached_per_1m = cached
+        pricing.copy_to(meta.pricing, ("cached_per_1m",), pricing.number)
     return meta
 
 

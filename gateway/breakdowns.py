@@ -1,0 +1,82 @@
+"""Breakdowns of a run by difficulty tier and provenance, per-tier
+confidence intervals, and corpus-size warnings (seed 001 §6.3)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from gateway.bootstrap import TIER_CI_METRICS, confidence_intervals
+from gateway.composite import compute_composite
+from gateway.corpus import corpus_values
+
+# Minimum corpus sizes for statistical reliability (seed 001 §6.3).
+MIN_EVALUATION_ENTRIES = 100
+MIN_DEV_ENTRIES = 50
+MIN_PER_GROUP = 10
+
+
+def rows_by_key(keys: list[str | None]) -> dict[str, list[int]]:
+    """Entry positions grouped by key (None: in no group), keys sorted."""
+    groups: dict[str, list[int]] = {}
+    for index, key in enumerate(keys):
+        if key is not None:
+            groups.setdefault(key, []).append(index)
+    return dict(sorted(groups.items()))
+
+
+def group_scores(stats: dict[str, np.ndarray], rows: np.ndarray, profile: str) -> dict:
+    values = corpus_values(stats, rows)
+    return {
+        "n": int(rows.size),
+        "chrf_plus_plus": values.get("chrf_plus_plus"),
+        "exact_match_rate": values.get("exact_match_rate"),
+        "composite": compute_composite(values, profile).value,
+    }
+
+
+def breakdown(keys: list[str | None], stats: dict[str, np.ndarray], profile: str) -> dict:
+    """n, chrF++, exact match and composite of each group of entries."""
+    return {key: group_scores(stats, np.asarray(rows), profile) for key, rows in rows_by_key(keys).items()}
+
+
+def provenance_key(entry) -> str | None:
+    """The group of an entry in `by_provenance`: its provenance.source_doc."""
+    if not entry.HasField("provenance"):
+        return None
+    fields = entry.provenance.fields
+    return fields["source_doc"].string_value if "source_doc" in fields else None
+
+
+def size_warnings(entries) -> list[str]:
+    warnings = []
+    total = len(entries)
+    if total < MIN_DEV_ENTRIES:
+        warnings.append(f"corpus has {total} entries, below the {MIN_DEV_ENTRIES}-entry minimum of a development set")
+    if total < MIN_EVALUATION_ENTRIES:
+        warnings.append(
+            f"corpus has {total} entries, below the {MIN_EVALUATION_ENTRIES}-entry minimum of an evaluation set: "
+            "the paired bootstrap cannot detect differences under about 5 chrF++ points"
+        )
+    for label, keys in (
+        ("domain", [e.domain for e in entries if e.domain]),
+        ("difficulty tier", [str(e.difficulty) for e in entries if e.HasField("difficulty")]),
+    ):
+        small = sorted((key, n) for key, n in Counter(keys).items() if n < MIN_PER_GROUP)
+        if small:
+            listed = ", ".join(f"{key} ({n})" for key, n in small)
+            warnings.append(f"fewer than {MIN_PER_GROUP} entries per {label}: {listed}; their scores are unstable")
+    return warnings
+
+
+def tier_intervals(difficulties: list[str | None], stats: dict[str, np.ndarray], resamples: int, seed: int) -> dict:
+    """chrF++ and exact-match intervals of each difficulty tier, each tier
+    resampled on its own (as if it were a corpus)."""
+    tier_stats = {m: stats[m] for m in TIER_CI_METRICS if m in stats}
+    intervals = {}
+    for tier, rows in rows_by_key(difficulties).items():
+        subset = {m: matrix[rows] for m, matrix in tier_stats.items()}
+        found = confidence_intervals(subset, {}, resamples, seed, TIER_CI_METRICS)
+        if found:
+            intervals[tier] = found
+    return intervals
