@@ -30,10 +30,11 @@ from sacrebleu.significance import PairedTest, _bootstrap_resample  # noqa: E402
 from bench.surface_overhead import build_request  # noqa: E402
 from bench.wmt21 import paired_runs  # noqa: E402
 from champollion import logs  # noqa: E402
-from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc, run_card_pb2  # noqa: E402
+from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
 from gateway.bootstrap import confidence_intervals  # noqa: E402
 from gateway.breakdowns import tier_intervals  # noqa: E402
-from gateway.run_card import dict_to_message, message_to_dict, run_card_from_proto  # noqa: E402
+from gateway.inputs import load_run_card_for_compare  # noqa: E402
+from gateway.run_card import message_to_dict, run_card_from_proto  # noqa: E402
 from gateway.stack import EmbeddedStack  # noqa: E402
 
 UNLIMITED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
@@ -78,8 +79,7 @@ def main() -> int:
             for path, card in zip(paths, cards):
                 path.write_text(json.dumps(card), encoding="utf-8")
             started = time.perf_counter()
-            baseline, system = (dict_to_message(json.loads(p.read_text(encoding="utf-8")), run_card_pb2.RunCard())
-                                for p in paths)
+            baseline, system = (load_run_card_for_compare(path) for path in paths)
             response = stub.Compare(gateway_pb2.CompareRequest(baseline=baseline, system=system), timeout=600)
             ours_s = time.perf_counter() - started
     ours = message_to_dict(response)["metrics"]

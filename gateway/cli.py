@@ -13,7 +13,7 @@ import grpc
 from tqdm import tqdm
 
 from champollion import logs
-from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
+from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from champollion.serving import MAX_MESSAGE_BYTES
 from gateway.config import GatewayConfig, load_config
 from gateway.inputs import (
@@ -23,9 +23,10 @@ from gateway.inputs import (
     load_glossary,
     load_meta,
     load_predictions,
+    load_run_card_for_compare,
     locate_invalid,
 )
-from gateway.run_card import dict_to_message, message_to_dict, run_card_from_proto
+from gateway.run_card import message_to_dict, run_card_from_proto
 from gateway.stack import EmbeddedStack, start_family, start_gateway, start_stack
 from services.registry import ALL_FAMILIES, IMPLEMENTED
 
@@ -102,22 +103,12 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
-def _load_run_card(path: Path) -> run_card_pb2.RunCard:
-    try:
-        return dict_to_message(json.loads(path.read_text(encoding="utf-8")), run_card_pb2.RunCard())
-    except OSError as error:
-        raise CliError(f"{path}: cannot read: {error.strerror}", EXIT_INVALID_INPUT) from None
-    except json.JSONDecodeError as error:
-        raise CliError(f"{path}:{error.lineno}: malformed JSON: {error.msg}", EXIT_INVALID_INPUT) from None
-    except (ValueError, TypeError, AttributeError) as error:
-        raise CliError(f"{path}: not a Champollion run card: {error}", EXIT_INVALID_INPUT) from None
-
-
 def cmd_compare(args) -> int:
-    request = gateway_pb2.CompareRequest(
-        baseline=_load_run_card(Path(args.baseline)), system=_load_run_card(Path(args.system)),
-        resamples=args.resamples or 0,
-    )
+    try:
+        baseline, system = (load_run_card_for_compare(Path(path)) for path in (args.baseline, args.system))
+    except InputError as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
+    request = gateway_pb2.CompareRequest(baseline=baseline, system=system, resamples=args.resamples or 0)
     if args.seed is not None:
         request.seed = args.seed
     with _gateway_or_embedded(args.gateway) as address:

@@ -3,8 +3,11 @@ sacreBLEU's paired bootstrap test (`--paired-bs`) computes it, from the
 per-entry statistics the run cards carry."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from champollion.eval.v1 import run_card_pb2
 from gateway.bootstrap import (
     ALPHA,
     composite_from_values,
@@ -23,13 +26,49 @@ class CompareRefused(ValueError):
     """The two run cards cannot be compared (e.g. different corpus versions)."""
 
 
-def _aligned_stats(card: dict, ids: list[str]) -> dict[str, np.ndarray]:
-    by_id = {entry["id"]: entry.get("stats") or {} for entry in card["entries"]}
-    missing = [entry_id for entry_id in ids if entry_id not in by_id]
-    if missing:
-        raise CompareRefused(f"run card lacks entries {missing[:5]} of the other run")
-    metrics = set.intersection(*(set(by_id[entry_id]) for entry_id in ids)) if ids else set()
-    return {m: np.asarray([by_id[entry_id][m] for entry_id in ids], dtype=float) for m in sorted(metrics)}
+@dataclass
+class ComparableRun:
+    """What a comparison reads from a run card."""
+    version: str
+    ids: list[str]
+    # Metric id -> (entries x statistics), rows in `ids` order.
+    stats: dict[str, np.ndarray]
+    composite: float | None
+    weights: dict[str, float]
+
+    @classmethod
+    def from_rows(cls, version, composite, weights, rows: list[tuple[str, dict]]) -> "ComparableRun":
+        """`rows`: (entry id, {metric id: statistics}) per entry."""
+        shared = set.intersection(*(set(stats) for _, stats in rows)) if rows else set()
+        return cls(
+            version=version,
+            ids=[entry_id for entry_id, _ in rows],
+            stats={m: np.asarray([list(stats[m]) for _, stats in rows], dtype=float) for m in sorted(shared)},
+            composite=composite,
+            weights=dict(weights),
+        )
+
+    @classmethod
+    def from_card(cls, card: dict) -> "ComparableRun":
+        return cls.from_rows(
+            card["dataset"]["version"], card["scores"]["composite"], card["composite_coverage"]["weights"],
+            [(entry["id"], entry.get("stats") or {}) for entry in card["entries"]],
+        )
+
+    @classmethod
+    def from_proto(cls, card: run_card_pb2.RunCard) -> "ComparableRun":
+        """Reads only what is needed, without converting the whole card."""
+        composite = card.scores.composite if card.scores.HasField("composite") else None
+        rows = [(entry.id, {m: vector.values for m, vector in entry.stats.items()}) for entry in card.entries]
+        return cls.from_rows(card.dataset.version, composite, card.composite_coverage.weights, rows)
+
+    def aligned_to(self, ids: list[str]) -> dict[str, np.ndarray]:
+        position = {entry_id: index for index, entry_id in enumerate(self.ids)}
+        missing = [entry_id for entry_id in ids if entry_id not in position]
+        if missing or len(ids) != len(self.ids):
+            raise CompareRefused(f"the runs do not cover the same entries (e.g. {missing[:3]})")
+        order = [position[entry_id] for entry_id in ids]
+        return {m: matrix[order] for m, matrix in self.stats.items()}
 
 
 def _p_value(sample_differences: np.ndarray, observed: float) -> float:
@@ -40,45 +79,47 @@ def _p_value(sample_differences: np.ndarray, observed: float) -> float:
     return float((np.sum(centred > abs(observed)) + 1) / (len(centred) + 1))
 
 
-def compare_run_cards(baseline: dict, system: dict, resamples: int, seed: int) -> dict:
+def compare_runs(baseline: ComparableRun, system: ComparableRun, resamples: int, seed: int) -> dict:
     """Per metric: both values, the difference (system - baseline), its
     percentile CI, the p-value and whether it is significant at 95%."""
-    version_a, version_b = baseline["dataset"]["version"], system["dataset"]["version"]
-    if version_a != version_b:
+    if baseline.version != system.version:
         raise CompareRefused(
-            f"different corpus versions ({version_a[:12]}… vs {version_b[:12]}…): scores compare only within a version"
+            f"different corpus versions ({baseline.version[:12]}… vs {system.version[:12]}…): "
+            "scores compare only within a version"
         )
-    ids = [entry["id"] for entry in baseline["entries"]]
-    stats_a, stats_b = _aligned_stats(baseline, ids), _aligned_stats(system, ids)
+    stats_a, stats_b = baseline.stats, system.aligned_to(baseline.ids)
     shared = [m for m in stats_a if m in stats_b]
     if not shared:
         raise CompareRefused("the run cards carry no common per-entry statistics to resample")
     warnings = []
-    weights_a = baseline["composite_coverage"]["weights"]
-    weights_b = system["composite_coverage"]["weights"]
-    if set(weights_a) != set(weights_b):
+    if set(baseline.weights) != set(system.weights):
         warnings.append(
             "the runs' composites cover different metrics "
-            f"({', '.join(sorted(set(weights_a) ^ set(weights_b)))} in one only): their difference is not like for like"
+            f"({', '.join(sorted(set(baseline.weights) ^ set(system.weights)))} in one only): "
+            "their difference is not like for like"
         )
     sums_a = resampled_sums({m: stats_a[m] for m in shared}, resamples, seed)
     sums_b = resampled_sums({m: stats_b[m] for m in shared}, resamples, seed)
     values_a = {m: values_from_sums(m, sums_a[m]) for m in shared}
     values_b = {m: values_from_sums(m, sums_b[m]) for m in shared}
-    actual_a = {m: float(values_from_sums(m, stats_a[m].sum(axis=0, keepdims=True))[0]) for m in shared}
-    actual_b = {m: float(values_from_sums(m, stats_b[m].sum(axis=0, keepdims=True))[0]) for m in shared}
 
-    series = {m: (actual_a[m], actual_b[m], values_a[m], values_b[m]) for m in shared if m in COMPARED_METRICS}
-    if weights_a and weights_b and all(m in values_a for m in {*weights_a, *weights_b}):
+    def actual(stats, metric_id):
+        return float(values_from_sums(metric_id, stats[metric_id].sum(axis=0, keepdims=True))[0])
+
+    series = {
+        m: (actual(stats_a, m), actual(stats_b, m), values_a[m], values_b[m]) for m in shared if m in COMPARED_METRICS
+    }
+    weighted = {*baseline.weights, *system.weights}
+    if baseline.weights and system.weights and weighted <= set(values_a):
         series["composite"] = (
-            baseline["scores"]["composite"], system["scores"]["composite"],
-            composite_from_values(values_a, weights_a), composite_from_values(values_b, weights_b),
+            baseline.composite, system.composite,
+            composite_from_values(values_a, baseline.weights), composite_from_values(values_b, system.weights),
         )
     metrics = {}
     for metric_id, (value_a, value_b, resampled_a, resampled_b) in series.items():
         sample_differences = resampled_b - resampled_a
         interval = percentile_interval(sample_differences)
-        if interval is None:
+        if interval is None or value_a is None or value_b is None:
             continue
         difference = value_b - value_a
         p_value = _p_value(sample_differences, difference)
@@ -91,8 +132,13 @@ def compare_run_cards(baseline: dict, system: dict, resamples: int, seed: int) -
             "significant": p_value < ALPHA and not interval["ci_lower"] <= 0 <= interval["ci_upper"],
         }
     return {
-        "dataset_version": version_a,
+        "dataset_version": baseline.version,
         "metrics": metrics,
         "warnings": warnings,
         "bootstrap": {"method": "paired percentile", "resamples": resamples, "alpha": ALPHA, "seed": seed},
     }
+
+
+def compare_run_cards(baseline: dict, system: dict, resamples: int, seed: int) -> dict:
+    """`compare_runs` on two run cards in their dict form."""
+    return compare_runs(ComparableRun.from_card(baseline), ComparableRun.from_card(system), resamples, seed)

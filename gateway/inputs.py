@@ -9,8 +9,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from champollion.eval.v1 import gateway_pb2
+from champollion.eval.v1 import gateway_pb2, run_card_pb2
 from gateway.costs import TOKEN_FIELDS
+from gateway.run_card import dict_to_message
 
 
 class InputError(ValueError):
@@ -228,6 +229,22 @@ def load_glossary(path: Path) -> list[gateway_pb2.GlossaryTerm]:
             )
         )
     return terms
+
+
+def load_run_card_for_compare(path: Path) -> run_card_pb2.RunCard:
+    """A stored run card (JSON) as the Compare RPC takes it. Compare reads the
+    dataset, composite, coverage and per-entry statistics; per-entry scores
+    are left out, since they would only cost conversion time."""
+    card = _read_json(path)
+    if not isinstance(card, dict) or not isinstance(card.get("entries"), list):
+        raise InputError(f"{path}: not a Champollion run card (no entries list)")
+    for entry in card["entries"]:
+        if isinstance(entry, dict):
+            entry.pop("scores", None)
+    try:
+        return dict_to_message(card, run_card_pb2.RunCard())
+    except (ValueError, TypeError, AttributeError) as error:
+        raise InputError(f"{path}: not a Champollion run card: {error}") from None
 
 
 _PREDICTION_PATH = re.compile(r"^predictions\[(\d+)\]")

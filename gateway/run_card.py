@@ -6,8 +6,9 @@ needs no code here. Three rules keep the JSON in the layout of spec §9:
   - a proto3 `optional` field that is unset is None (null), and None unsets it;
   - int64 fields stay integers (protobuf's own JSON mapping makes them strings);
   - a message whose only field is a map (IntervalSet) is written as that map,
-    since proto maps cannot nest directly.
-Struct fields (per-entry values and statistics) use protobuf's JSON mapping.
+    since proto maps cannot nest directly; one whose only field is a repeated
+    number (StatVector) is written as that list.
+Struct fields (per-entry values) use protobuf's JSON mapping.
 """
 from __future__ import annotations
 
@@ -24,10 +25,13 @@ def _is_map(field: FieldDescriptor) -> bool:
     return field.message_type is not None and field.message_type.GetOptions().map_entry
 
 
-def _map_wrapper_field(descriptor: Descriptor) -> FieldDescriptor | None:
-    """The map field of a message that holds nothing else."""
-    if len(descriptor.fields) == 1 and _is_map(descriptor.fields[0]):
-        return descriptor.fields[0]
+def _wrapped_field(descriptor: Descriptor) -> FieldDescriptor | None:
+    """The one field of a message that only wraps a map or a list of scalars."""
+    if len(descriptor.fields) != 1:
+        return None
+    field = descriptor.fields[0]
+    if _is_map(field) or (field.label == FieldDescriptor.LABEL_REPEATED and field.message_type is None):
+        return field
     return None
 
 
@@ -45,9 +49,10 @@ def _value_to_python(field: FieldDescriptor, value):
 
 def message_to_dict(message: Message):
     """Every field of `message` by its proto name; unset optionals as None."""
-    wrapped = _map_wrapper_field(message.DESCRIPTOR)
+    wrapped = _wrapped_field(message.DESCRIPTOR)
     if wrapped is not None:
-        return _map_to_dict(wrapped, getattr(message, wrapped.name))
+        value = getattr(message, wrapped.name)
+        return _map_to_dict(wrapped, value) if _is_map(wrapped) else list(value)
     result = {}
     for field in message.DESCRIPTOR.fields:
         value = getattr(message, field.name)
@@ -79,7 +84,7 @@ def _fill_from_python(field: FieldDescriptor, target: Message, value) -> None:
 
 
 def dict_to_message(data, message: Message) -> Message:
-    wrapped = _map_wrapper_field(message.DESCRIPTOR)
+    wrapped = _wrapped_field(message.DESCRIPTOR)
     if wrapped is not None:
         data = {wrapped.name: data}
     for name, value in data.items():

@@ -11,12 +11,12 @@ from champollion import __version__
 from champollion.cards import CardRegistry, default_registry
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from gateway.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
-from gateway.compare import CompareRefused, compare_run_cards
+from gateway.compare import ComparableRun, CompareRefused, compare_runs
 from gateway.config import GatewayConfig
 from gateway.evaluation import evaluate
 from gateway.fanout import FamilyClient
 from gateway.layout import FAMILIES
-from gateway.run_card import dict_to_message, message_to_dict, run_card_to_proto
+from gateway.run_card import dict_to_message, run_card_to_proto
 from gateway.validation import InvalidRun, validate_request
 
 log = structlog.get_logger()
@@ -83,9 +83,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Compare(self, request, context):
         seed = request.seed if request.HasField("seed") else DEFAULT_SEED
         resamples = request.resamples or DEFAULT_RESAMPLES
-        baseline, system = message_to_dict(request.baseline), message_to_dict(request.system)
         try:
-            result = await asyncio.to_thread(compare_run_cards, baseline, system, resamples, seed)
+            baseline = ComparableRun.from_proto(request.baseline)
+            system = ComparableRun.from_proto(request.system)
+            result = await asyncio.to_thread(compare_runs, baseline, system, resamples, seed)
         except CompareRefused as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         return dict_to_message(result, gateway_pb2.CompareResponse())
