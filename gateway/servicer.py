@@ -50,7 +50,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _run(self, request, context, on_progress=None):
         run = await self._validated(request, context)
         started = time.perf_counter()
-        card = await evaluate(request, run, self.config, self.clients(), on_progress)
+        try:
+            card = await evaluate(request, run, self.config, self.clients(), on_progress)
+        except Exception as error:  # a bug, not bad input: say so, keep serving
+            log.exception("evaluate_failed", family="gateway", entries=len(request.corpus.entries))
+            await context.abort(grpc.StatusCode.INTERNAL, f"evaluation failed: {type(error).__name__}: {error}")
         log.info(
             "evaluate",
             run_id=card["run_id"],

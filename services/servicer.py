@@ -69,10 +69,14 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
                 f"{self.scorer.name} service does not serve target language {batch_context.target.code}",
             )
         entries = entries_from_request(request)
-        # Scoring is CPU-bound: keep the event loop free for health checks and
-        # other batches while it runs.
-        output = await asyncio.to_thread(self.scorer.score, entries, batch_context)
-        response = await asyncio.to_thread(response_from_output, self.scorer.name, output)
+        try:
+            # Scoring is CPU-bound: keep the event loop free for health checks
+            # and other batches while it runs.
+            output = await asyncio.to_thread(self.scorer.score, entries, batch_context)
+            response = await asyncio.to_thread(response_from_output, self.scorer.name, output)
+        except Exception as error:  # the batch fails; the server stays up
+            log.exception("score_batch_failed", run_id=request.run_id, family=self.scorer.name, entries=len(entries))
+            await context.abort(grpc.StatusCode.INTERNAL, f"{self.scorer.name}: {type(error).__name__}: {error}")
         log.info(
             "score_batch",
             run_id=request.run_id,

@@ -105,7 +105,7 @@ def degraded(predictions, rng, share):
 
 def test_paired_p_values_equal_sacrebleu_paired_bootstrap(gateway):
     entries, predictions = synthetic_corpus("spa", 200, seed=21)
-    other = degraded(predictions, np.random.default_rng(0), 0.5)
+    other = degraded(predictions, np.random.default_rng(0), 0.04)
     baseline = evaluate(gateway, make_request(entries, predictions))
     system = evaluate(gateway, make_request(entries, other))
     result = compare_run_cards(baseline, system, 1000, 12345)
@@ -118,6 +118,8 @@ def test_paired_p_values_equal_sacrebleu_paired_bootstrap(gateway):
     assert result["metrics"]["chrf_plus_plus"]["p_value"] == pytest.approx(sacre["chrF2++"][1].p_value)
     assert result["metrics"]["bleu"]["p_value"] == pytest.approx(sacre["BLEU"][1].p_value)
     assert result["metrics"]["chrf_plus_plus"]["system"] == pytest.approx(sacre["chrF2++"][1].score)
+    # A borderline difference, so that the p-values compared are not both at their floor.
+    assert 0.01 < result["metrics"]["chrf_plus_plus"]["p_value"] < 0.9
 
 
 def test_a_real_five_point_difference_is_significant_and_zero_is_not(gateway):
