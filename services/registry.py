@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from services.compliance.servicer import create_servicer as create_compliance
 from services.servicer import FamilyServicer
 from services.surface.servicer import create_servicer as create_surface
 
@@ -11,4 +12,5 @@ ALL_FAMILIES = ("surface", "structural", "semantic", "behavioral", "compliance")
 
 IMPLEMENTED: dict[str, Callable[..., FamilyServicer]] = {
     "surface": create_surface,
+    "compliance": create_compliance,
 }

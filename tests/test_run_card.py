@@ -66,8 +66,19 @@ def test_planned_and_absent_families_are_null_with_warnings(example_card):
     for key in ("fst_acceptance_rate", "semantic_score", "comet_score", "code_switching_rate",
                 "consistency_score", "morphological_accuracy", "orthographic_accuracy"):
         assert scores[key] is None
-    for family in ("structural", "semantic", "behavioral", "compliance"):
+    for family in ("structural", "semantic", "behavioral"):
         assert any(f"family '{family}' is not configured" in w for w in example_card["warnings"])
+
+
+def test_compliance_gates_on_the_example(example_card):
+    """The example's es-006 loses {filename} in raw and post-processed output alike."""
+    scores = example_card["scores"]
+    assert 0 < scores["compliance_index"] < 1
+    assert scores["compliance_index_raw"] is not None
+    entry = next(e for e in example_card["entries"] if e["id"] == "es-006")
+    assert entry["scores"]["compliance_components"]["variable_integrity"] == 0.0
+    assert "missing_placeholder: {filename}" in entry["scores"]["compliance_violations"]
+    assert not any("family 'compliance'" in w for w in example_card["warnings"])
 
 
 def test_proto_round_trip_is_lossless(example_card):
