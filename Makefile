@@ -3,16 +3,41 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test,ko,ja
+EXTRAS ?= test,ko,ja,fst
 STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/champollion/eval/v1/*.proto)
 STUBS  := champollion/eval/v1/gateway_pb2.py
 
 EXAMPLE ?= examples/eng-spa
+# Debian packages for the analyzers: HFST tools, lttoolbox's lt-print and the
+# Apertium language data the analyzers are converted from.
+APT_PACKAGES := hfst lttoolbox lttoolbox-dev apertium-nno-nob apertium-eng-spa apertium-eu-es
+FST_DIR ?= build/fst
+FST_STAMP := $(FST_DIR)/.built
+FST_SOURCES := services/structural/build_analyzers.sh $(wildcard eval_standards/*/analyzer/*)
 
-.PHONY: install proto run test bench clean
+.PHONY: install proto run test bench clean system-packages fst
 
-install: $(STAMP) $(STUBS)
+install: $(STAMP) $(STUBS) $(FST_STAMP)
+
+# Installs the Debian packages that are missing (as root), or says which to install.
+system-packages:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	  else \
+	    echo "Missing Debian packages: $$missing"; \
+	    echo "Install them as root: apt-get install -y $$missing"; exit 1; \
+	  fi; \
+	fi
+
+fst: $(FST_STAMP)
+
+$(FST_STAMP): $(FST_SOURCES)
+	$(MAKE) system-packages
+	services/structural/build_analyzers.sh $(FST_DIR)
+	touch $@
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

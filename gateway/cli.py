@@ -160,7 +160,7 @@ async def _serve(args) -> None:
                 config = load_config(args.config) if args.config else GatewayConfig()
                 server, port, _ = await start_gateway(config, address)
             else:
-                server, port = await start_family(name, address)
+                server, port = await start_family(name, address, languages=args.languages)
             servers.append(server)
             print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
     stop = asyncio.Event()
@@ -209,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="gateway port; with --family, the first named service's port (the next get +1, +2...)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 in containers)")
     serve.add_argument("--config", help="gateway config YAML (with --family gateway)")
+    serve.add_argument("--languages", type=lambda text: [code.strip() for code in text.split(",") if code.strip()],
+                       help="comma-separated target languages a structural service loads and serves (default: all)")
     serve.add_argument("--log-level", default="INFO")
     serve.set_defaults(handler=cmd_serve)
 

@@ -48,6 +48,7 @@ def _batch_entries(request: gateway_pb2.EvaluateRequest) -> list[family_pb2.Batc
             acceptable_variants=list(entry.acceptable_variants),
             prediction="" if failed else prediction.prediction,
             failed=failed,
+            morphology=list(entry.morphology),
         )
         if prediction is not None and prediction.HasField("raw_prediction"):
             batch_entry.raw_prediction = prediction.raw_prediction
@@ -70,12 +71,14 @@ def make_batches(request, run_id: str, batch_size: int) -> list[family_pb2.Score
     ]
 
 
-def _family_warnings(outcomes: dict[str, FamilyOutcome]) -> list[str]:
+def _family_warnings(outcomes: dict[str, FamilyOutcome], unrouted: dict[str, str]) -> list[str]:
     warnings = []
     for family in FAMILIES:
         keys = ", ".join(FAMILY_SCORE_KEYS[family])
         outcome = outcomes.get(family)
-        if outcome is None:
+        if family in unrouted:
+            warnings.append(f"family {family!r}: {unrouted[family]}: {keys} are null")
+        elif outcome is None:
             warnings.append(f"family {family!r} is not configured: {keys} are null")
         elif outcome.failure is not None:
             warnings.append(f"family {family!r} failed ({outcome.failure}): {keys} are null")
@@ -156,6 +159,7 @@ async def evaluate(
     run: ValidatedRun,
     config: GatewayConfig,
     clients: dict[str, FamilyClient],
+    unrouted: dict[str, str],
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict:
     """Scores a validated run and returns its run card."""
@@ -174,7 +178,7 @@ async def evaluate(
     outcomes = await fan_out(clients, batches, config.max_in_flight, batch_done)
     entries = request.corpus.entries
     merged = await asyncio.to_thread(merge_outcomes, outcomes, len(entries))
-    warnings = _family_warnings(outcomes) + merged.warnings
+    warnings = _family_warnings(outcomes, unrouted) + merged.warnings
     equivalence_warning = _apply_equivalence_rule(merged, request)
     if equivalence_warning:
         warnings.append(equivalence_warning)

@@ -114,6 +114,9 @@ def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
     difficulty = fields.integer("difficulty")
     if difficulty is not None:
         entry.difficulty = difficulty
+    for index, gold in enumerate(data.get("morphology") or []):
+        gold_fields = _Fields(gold if isinstance(gold, dict) else {}, f"{fields.where}: morphology[{index}]")
+        entry.morphology.add(word=gold_fields.string("word", required=True), features=gold_fields.strings("features"))
     provenance = data.get("provenance")
     if isinstance(provenance, str):
         entry.provenance.update({"source_doc": provenance})

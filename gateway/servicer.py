@@ -26,19 +26,30 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     def __init__(self, config: GatewayConfig, cards: CardRegistry | None = None):
         self.config = config
         self.cards = cards or default_registry()
-        self._clients: dict[str, FamilyClient] | None = None
+        # (family, address) -> client; channels are created lazily, inside the
+        # server's event loop, and reused by every run.
+        self._clients: dict[tuple[str, str], FamilyClient] = {}
 
-    def clients(self) -> dict[str, FamilyClient]:
-        # Channels are created lazily, inside the server's event loop.
-        if self._clients is None:
-            self._clients = {
-                name: FamilyClient(name, address, self.config.deadline_seconds)
-                for name, address in self.config.families.items()
-            }
-        return self._clients
+    def _client(self, family: str, address: str) -> FamilyClient:
+        key = (family, address)
+        if key not in self._clients:
+            self._clients[key] = FamilyClient(family, address, self.config.deadline_seconds)
+        return self._clients[key]
+
+    def clients_for(self, language: str) -> tuple[dict[str, FamilyClient], dict[str, str]]:
+        """The family clients that serve target `language`, and why each
+        configured family without a route for it is left out."""
+        clients, unrouted = {}, {}
+        for family in FAMILIES:
+            address = self.config.address_for(family, language)
+            if address:
+                clients[family] = self._client(family, address)
+            elif family in self.config.families:
+                unrouted[family] = f"no {family} service is configured for target language {language!r}"
+        return clients, unrouted
 
     async def close(self) -> None:
-        for client in (self._clients or {}).values():
+        for client in self._clients.values():
             await client.close()
 
     async def _validated(self, request, context):
@@ -50,8 +61,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _run(self, request, context, on_progress=None):
         run = await self._validated(request, context)
         started = time.perf_counter()
+        clients, unrouted = self.clients_for(run.target.code)
         try:
-            card = await evaluate(request, run, self.config, self.clients(), on_progress)
+            card = await evaluate(request, run, self.config, clients, unrouted, on_progress)
         except Exception as error:  # a bug, not bad input: say so, keep serving
             log.exception("evaluate_failed", family="gateway", entries=len(request.corpus.entries))
             await context.abort(grpc.StatusCode.INTERNAL, f"evaluation failed: {type(error).__name__}: {error}")
@@ -98,18 +110,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Describe(self, request, context):
         families = []
         for name in FAMILIES:
-            client = self.clients().get(name)
-            status = gateway_pb2.FamilyStatus(family=name)
-            if client is None:
-                status.error = "not configured"
-            else:
-                status.address = client.address
+            addresses = self.config.addresses(name)
+            if not addresses:
+                families.append(gateway_pb2.FamilyStatus(family=name, error="not configured"))
+            for address in addresses:
+                status = gateway_pb2.FamilyStatus(family=name, address=address)
                 try:
-                    status.description.CopyFrom(await client.describe())
+                    status.description.CopyFrom(await self._client(name, address).describe())
                     status.reachable = True
                 except grpc.aio.AioRpcError as error:
                     status.error = f"{error.code().name}: {error.details()}"
-            families.append(status)
+                families.append(status)
         languages = [
             gateway_pb2.LanguageInfo(code=c.code, name=c.name, profile=c.profile, bleu_tokenizer=c.bleu_tokenizer)
             for c in self.cards.cards()

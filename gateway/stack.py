@@ -13,16 +13,22 @@ from champollion.eval.v1 import family_pb2_grpc, gateway_pb2_grpc
 from champollion.serving import start_server
 from gateway.config import GatewayConfig
 from gateway.servicer import FAMILY_SERVICE, GATEWAY_SERVICE, GatewayServicer
-from services.registry import IMPLEMENTED
+from services.registry import EXTRA_SERVICES, IMPLEMENTED
 
 
-async def start_family(name: str, address: str, servicer=None) -> tuple[grpc.aio.Server, int]:
-    servicer = servicer or IMPLEMENTED[name]()
-    return await start_server(
-        lambda server: family_pb2_grpc.add_FamilyServicer_to_server(servicer, server),
-        [FAMILY_SERVICE],
-        address,
-    )
+async def start_family(
+    name: str, address: str, servicer=None, languages: list[str] | None = None
+) -> tuple[grpc.aio.Server, int]:
+    """One family's server; `languages` restricts what it serves (structural)."""
+    servicer = servicer or IMPLEMENTED[name](languages=languages)
+    service_names = [FAMILY_SERVICE]
+
+    def register(server):
+        family_pb2_grpc.add_FamilyServicer_to_server(servicer, server)
+        if name in EXTRA_SERVICES:
+            service_names.extend(EXTRA_SERVICES[name](server, servicer))
+
+    return await start_server(register, service_names, address)
 
 
 async def start_gateway(config: GatewayConfig, address: str) -> tuple[grpc.aio.Server, int, GatewayServicer]:

@@ -21,6 +21,8 @@ class EntryInput:
     raw_prediction: str | None = None
     # The method failed on this entry; `prediction` is then empty.
     failed: bool = False
+    # Gold morphology: (reference word, features its translation must show).
+    morphology: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass

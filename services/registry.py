@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from typing import Callable
 
+import grpc
+
 from services.compliance.servicer import create_servicer as create_compliance
 from services.servicer import FamilyServicer
+from services.structural.servicer import create_servicer as create_structural
+from services.structural.servicer import register_extra as register_structural_extra
 from services.surface.servicer import create_servicer as create_surface
 
 ALL_FAMILIES = ("surface", "structural", "semantic", "behavioral", "compliance")
 
 IMPLEMENTED: dict[str, Callable[..., FamilyServicer]] = {
     "surface": create_surface,
+    "structural": create_structural,
     "compliance": create_compliance,
+}
+
+# Family-specific services served beside the Family contract; each returns
+# the names it registered.
+EXTRA_SERVICES: dict[str, Callable[[grpc.aio.Server, FamilyServicer], list[str]]] = {
+    "structural": register_structural_extra,
 }

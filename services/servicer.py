@@ -25,6 +25,7 @@ def entries_from_request(request: family_pb2.ScoreBatchRequest) -> list[EntryInp
             acceptable_variants=tuple(entry.acceptable_variants),
             raw_prediction=entry.raw_prediction if entry.HasField("raw_prediction") else None,
             failed=entry.failed,
+            morphology=tuple((gold.word, tuple(gold.features)) for gold in entry.morphology),
         )
         for entry in request.entries
     ]

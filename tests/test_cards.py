@@ -24,7 +24,8 @@ def test_aliases_and_profiles():
     registry = default_registry()
     assert registry.get("es").code == "spa"
     assert registry.get("crk").profile == "A"
-    assert registry.get("eng").profile == "B"
+    assert registry.get("eng").profile == "A"  # Apertium analyzer
+    assert registry.get("kor").profile == "B"
     with pytest.raises(UnknownLanguage):
         registry.get("xx")
 

@@ -45,7 +45,8 @@ def test_describe_embedded_lists_families_and_languages():
     families = {f["family"]: f for f in description["families"]}
     assert families["surface"]["reachable"] is True
     assert "chrf_plus_plus" in families["surface"]["description"]["metrics"]
-    assert families["structural"]["error"] == "not configured"
+    assert families["structural"]["reachable"] is True
+    assert families["semantic"]["error"] == "not configured"
     languages = {l["code"]: l for l in description["languages"]}
     assert languages["kor"]["bleu_tokenizer"] == "ko-mecab"
     assert languages["crk"]["profile"] == "A"

@@ -1,0 +1,151 @@
+"""Finite-state analyzers (HFST optimized-lookup `.hfstol` files).
+
+A language card lists analyzer file names in priority order (`fst.analyzer`);
+they are resolved against the analyzer directories (`CHAMPOLLION_FST_DIR`,
+several separated by ':'; default `build/fst`). The first file found is loaded,
+once per process and only when a run needs it, and remembered with its SHA-256
+so a run card can say exactly which analyzer scored it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from champollion.cards import LanguageCard
+
+DEFAULT_FST_DIR = Path(__file__).resolve().parents[2] / "build" / "fst"
+
+
+def analyzer_dirs() -> list[Path]:
+    configured = os.environ.get("CHAMPOLLION_FST_DIR")
+    if configured:
+        return [Path(part) for part in configured.split(os.pathsep) if part]
+    return [DEFAULT_FST_DIR]
+
+
+class AnalyzerMissing(LookupError):
+    """The card declares analyzers but none of the files exists."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class CompoundRule:
+    """Run-time compounding the analyzer file lacks (Apertium's `lt-proc -e`):
+    a word is accepted as left parts whose analyses end in `left_tag` followed
+    by a final part whose analysis ends in `right_tag`."""
+    left_tag: str
+    right_tag: str
+    max_parts: int = 3
+    min_part_chars: int = 2
+
+
+@dataclass
+class Analyzer:
+    """One loaded analyzer with its lookup caches. Lookups go through a lock:
+    the batches of concurrent requests score in several threads."""
+    path: Path
+    sha256: str
+    compounds: CompoundRule | None = None
+    _transducer: object = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _accepted: dict[str, bool] = field(default_factory=dict, repr=False)
+    _part_tags: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @classmethod
+    def load(cls, path: Path, compounds: CompoundRule | None = None) -> "Analyzer":
+        import hfst  # optional dependency: imported only when an analyzer is used
+
+        transducer = hfst.HfstInputStream(str(path)).read()
+        return cls(path=path, sha256=_sha256(path), compounds=compounds, _transducer=transducer)
+
+    def _lookup(self, form: str, limit: int) -> list[str]:
+        with self._lock:
+            results = self._transducer.lookup(form, max_number=limit)
+        return [analysis for analysis, _weight in results]
+
+    @staticmethod
+    def _case_forms(word: str) -> dict[str, None]:
+        """As written, lower-cased, capitalised: the analyzers do not fold case."""
+        return dict.fromkeys((word, word.lower(), word[:1].upper() + word[1:].lower()))
+
+    def analyses(self, word: str, limit: int = -1) -> list[str]:
+        """Analyses of the first case form that has any."""
+        for form in self._case_forms(unicodedata.normalize("NFC", word)):
+            found = self._lookup(form, limit)
+            if found:
+                return found
+        return []
+
+    def accepts(self, word: str) -> bool:
+        """At least one analysis (directly, or as a run-time compound) of an
+        NFC word; cached per word type, since text is Zipfian and most tokens
+        repeat."""
+        known = self._accepted.get(word)
+        if known is None:
+            known = any(self._lookup(form, 1) for form in self._case_forms(word)) or (
+                self._is_compound(word.lower(), 0)
+            )
+            self._accepted[word] = known
+        return known
+
+    def _ends_with(self, form: str, tag: str) -> bool:
+        key = (form, tag)
+        if key not in self._part_tags:
+            self._part_tags[key] = any(analysis.endswith(tag) for analysis in self._lookup(form, -1))
+        return self._part_tags[key]
+
+    def _is_compound(self, word: str, parts: int) -> bool:
+        """`parts` left parts are already split off before `word`."""
+        rule = self.compounds
+        if rule is None:
+            return False
+        if parts > 0 and self._ends_with(word, rule.right_tag):
+            return True
+        if parts + 1 >= rule.max_parts:
+            return False
+        for cut in range(rule.min_part_chars, len(word) - rule.min_part_chars + 1):
+            if self._ends_with(word[:cut], rule.left_tag) and self._is_compound(word[cut:], parts + 1):
+                return True
+        return False
+
+
+class AnalyzerRegistry:
+    """One analyzer per language per process, loaded on first use."""
+
+    def __init__(self, directories: list[Path] | None = None):
+        self.directories = directories
+        self._loaded: dict[str, Analyzer] = {}
+        self._lock = threading.Lock()
+
+    def candidates(self, card: LanguageCard) -> list[Path]:
+        directories = self.directories if self.directories is not None else analyzer_dirs()
+        return [directory / name for name in card.fst_analyzers for directory in directories]
+
+    def for_card(self, card: LanguageCard) -> Analyzer:
+        with self._lock:
+            if card.code not in self._loaded:
+                found = next((path for path in self.candidates(card) if path.is_file()), None)
+                if found is None:
+                    looked = ", ".join(str(path) for path in self.candidates(card))
+                    raise AnalyzerMissing(f"no analyzer for {card.code}: looked for {looked}")
+                compounds = (card.raw.get("fst") or {}).get("compounds")
+                self._loaded[card.code] = Analyzer.load(found, CompoundRule(**compounds) if compounds else None)
+            return self._loaded[card.code]
+
+    def loaded(self) -> dict[str, Analyzer]:
+        return dict(self._loaded)

@@ -1,0 +1,115 @@
+"""Structural metrics of one batch: FST acceptance (micro average over
+words), orthographic accuracy (card rules) and morphological accuracy (gold
+annotations), each as [numerator, denominator] statistics for the gateway."""
+from __future__ import annotations
+
+from importlib import metadata
+
+from champollion import __version__
+from champollion.cards import LanguageCard
+from services.contract import BatchContext, BatchOutput, ComponentInfo, EntryInput, EntryOutput
+from services.structural.analyzers import Analyzer, AnalyzerMissing, AnalyzerRegistry
+from services.structural.morphology import matched_gold, parse_analysis
+from services.structural.orthography import rules_for, violations
+from services.structural.words import words_of
+
+# Rejected words listed per entry, at most (the counts are always complete).
+MAX_LISTED = 20
+
+
+def _hfst_version() -> str:
+    try:
+        return metadata.version("hfst")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _ratio(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+class StructuralScorer:
+    name = "structural"
+    version = __version__
+    metrics = ("fst_acceptance_rate", "morphological_accuracy", "orthographic_accuracy")
+
+    def __init__(self, languages: list[str] | None = None, registry: AnalyzerRegistry | None = None):
+        self._languages = sorted(languages or [])
+        self.registry = registry or AnalyzerRegistry()
+
+    def languages(self) -> list[str]:
+        return self._languages
+
+    def components(self) -> list[ComponentInfo]:
+        found = [ComponentInfo(kind="library", name="hfst", version=_hfst_version())]
+        for code, analyzer in sorted(self.registry.loaded().items()):
+            found.append(ComponentInfo(kind="analyzer", name=f"{code}:{analyzer.name}",
+                                       version=_hfst_version(), detail=f"sha256:{analyzer.sha256}"))
+        return found
+
+    def _analyzer(self, card: LanguageCard, warnings: list[str]) -> Analyzer | None:
+        if not card.fst_analyzers:
+            return None
+        try:
+            return self.registry.for_card(card)
+        except AnalyzerMissing as error:
+            warnings.append(f"{error}; fst_acceptance_rate and morphological_accuracy are null")
+            return None
+
+    def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
+        card = context.target
+        warnings: list[str] = []
+        analyzer = self._analyzer(card, warnings)
+        rule_names = list((card.raw.get("orthography") or {}).get("rules") or [])
+        rules = rules_for(rule_names)
+        keep_hyphenated = bool((card.raw.get("words") or {}).get("keep_hyphenated", False))
+        tag_format = (card.raw.get("fst") or {}).get("tag_format", "giellalt")
+        outputs = []
+        for entry in entries:
+            words = words_of(entry.prediction, keep_hyphenated)
+            values: dict = {}
+            stats: dict = {}
+            if analyzer is not None:
+                self._fst_acceptance(analyzer, words, values, stats)
+                if entry.morphology:
+                    self._morphology(analyzer, tag_format, entry, words, values, stats)
+            if rules:
+                problems = {word: violations(word, rules) for word in words}
+                wrong = [f"{word}: {p}" for word, found in problems.items() for p in found]
+                correct = sum(1 for found in problems.values() if not found)
+                values["orthographic_accuracy"] = _ratio(correct, len(words))
+                values["orthographic_violations"] = wrong[:MAX_LISTED]
+                stats["orthographic_accuracy"] = [float(correct), float(len(words))]
+            outputs.append(EntryOutput(id=entry.id, values=values, stats=stats))
+        return BatchOutput(entries=outputs, signatures=self._signatures(analyzer, rule_names), warnings=warnings)
+
+    @staticmethod
+    def _fst_acceptance(analyzer: Analyzer, words: list[str], values: dict, stats: dict) -> None:
+        rejected = [word for word in words if not analyzer.accepts(word)]
+        accepted = len(words) - len(rejected)
+        values["fst_acceptance_rate"] = _ratio(accepted, len(words))
+        values["fst_accepted"] = accepted
+        values["fst_words"] = len(words)
+        values["fst_rejected"] = rejected[:MAX_LISTED]
+        stats["fst_acceptance_rate"] = [float(accepted), float(len(words))]
+
+    @staticmethod
+    def _morphology(analyzer, tag_format, entry: EntryInput, words, values, stats) -> None:
+        gold = list(entry.morphology)
+        gold_lemmas = [{parse_analysis(a, tag_format).lemma for a in analyzer.analyses(word)} for word, _ in gold]
+        predicted = [[parse_analysis(a, tag_format) for a in analyzer.analyses(word)] for word in words]
+        matched = matched_gold(gold, predicted, gold_lemmas)
+        values["morphological_accuracy"] = matched / len(gold)
+        stats["morphological_accuracy"] = [float(matched), float(len(gold))]
+
+    @staticmethod
+    def _signatures(analyzer: Analyzer | None, rule_names: list[str]) -> dict[str, str]:
+        signatures = {}
+        if analyzer is not None:
+            described = (f"analyzer:{analyzer.name}|sha256:{analyzer.sha256}|hfst:{_hfst_version()}"
+                         f"|case:as-written,lower,capitalised|version:{__version__}")
+            signatures["fst_acceptance_rate"] = described
+            signatures["morphological_accuracy"] = described
+        if rule_names:
+            signatures["orthographic_accuracy"] = f"rules:{','.join(rule_names)}|version:{__version__}"
+        return signatures

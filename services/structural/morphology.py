@@ -1,0 +1,64 @@
+"""Reading analyses (lemma + tags) and morphological accuracy against gold
+annotations (SPEC §2.2 decision).
+
+Two analysis formats, named by the card's `fst.tag_format`:
+  giellalt  "PV/e+nipâw+V+AI+Cnj+1Sg"  (prefix tags contain '/')
+  apertium  "casa<n><f><pl>"
+Features are compared without their markup: "+Pl", "<pl>" and "Pl" are one
+feature, case-insensitively.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_APERTIUM_TAG = re.compile(r"<([^<>]+)>")
+
+
+@dataclass(frozen=True)
+class ParsedAnalysis:
+    raw: str
+    lemma: str
+    tags: tuple[str, ...]
+
+
+def parse_analysis(raw: str, tag_format: str) -> ParsedAnalysis:
+    if tag_format == "apertium":
+        lemma = raw.split("<", 1)[0]
+        return ParsedAnalysis(raw, lemma, tuple(_APERTIUM_TAG.findall(raw)))
+    if tag_format == "giellalt":
+        parts = raw.split("+")
+        prefixes = [part for part in parts if "/" in part]
+        rest = [part for part in parts if "/" not in part]
+        lemma = rest[0] if rest else ""
+        return ParsedAnalysis(raw, lemma, tuple(prefixes + rest[1:]))
+    raise ValueError(f"unknown fst.tag_format {tag_format!r} (giellalt or apertium)")
+
+
+def feature_key(feature: str) -> str:
+    return feature.strip("+<>").lower()
+
+
+def _shows(analysis: ParsedAnalysis, lemmas: set[str], features: set[str]) -> bool:
+    tags = {feature_key(tag) for tag in analysis.tags}
+    return (not lemmas or analysis.lemma in lemmas) and features <= tags
+
+
+def matched_gold(
+    gold: list[tuple[str, tuple[str, ...]]],
+    predicted: list[list[ParsedAnalysis]],
+    gold_lemmas: list[set[str]],
+) -> int:
+    """Gold items that some predicted word expresses: an analysis with one of
+    the gold word's lemmas and every expected feature. Each predicted word
+    serves one gold item at most (first come, first served)."""
+    used: set[int] = set()
+    matched = 0
+    for (_, features), lemmas in zip(gold, gold_lemmas):
+        wanted = {feature_key(f) for f in features}
+        for index, analyses in enumerate(predicted):
+            if index not in used and any(_shows(a, lemmas, wanted) for a in analyses):
+                used.add(index)
+                matched += 1
+                break
+    return matched

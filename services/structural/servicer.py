@@ -1,0 +1,53 @@
+"""gRPC glue for the structural family: the shared Family contract plus the
+Structural service's Analyze."""
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from champollion.cards import UnknownLanguage
+from champollion.eval.v1 import structural_pb2, structural_pb2_grpc
+from services.servicer import FamilyServicer
+from services.structural.analyzers import AnalyzerMissing
+from services.structural.metrics import StructuralScorer
+from services.structural.morphology import parse_analysis
+
+
+class AnalyzeServicer(structural_pb2_grpc.StructuralServicer):
+    def __init__(self, family: FamilyServicer):
+        self.family = family
+
+    def _analyze(self, request) -> structural_pb2.AnalyzeResponse:
+        card = self.family.cards.get(request.language)
+        analyzer = self.family.scorer.registry.for_card(card)
+        tag_format = (card.raw.get("fst") or {}).get("tag_format", "giellalt")
+        response = structural_pb2.AnalyzeResponse(analyzer=analyzer.name, analyzer_sha256=analyzer.sha256)
+        for word in request.words:
+            result = response.words.add(word=word)
+            for raw in analyzer.analyses(word, request.max_analyses or -1):
+                parsed = parse_analysis(raw, tag_format)
+                result.analyses.add(raw=raw, lemma=parsed.lemma, tags=list(parsed.tags))
+        return response
+
+    async def Analyze(self, request, context):
+        served = self.family.scorer.languages()
+        try:
+            if served and self.family.cards.get(request.language).code not in served:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"this structural service does not serve {request.language}")
+            return await asyncio.to_thread(self._analyze, request)
+        except UnknownLanguage:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"language: unknown code {request.language!r}")
+        except AnalyzerMissing as error:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+
+
+def create_servicer(languages: list[str] | None = None, **_options) -> FamilyServicer:
+    return FamilyServicer(StructuralScorer(languages=languages))
+
+
+def register_extra(server: grpc.aio.Server, family: FamilyServicer) -> list[str]:
+    """Adds the Analyze service beside the family contract; returns its name."""
+    structural_pb2_grpc.add_StructuralServicer_to_server(AnalyzeServicer(family), server)
+    return [structural_pb2.DESCRIPTOR.services_by_name["Structural"].full_name]
