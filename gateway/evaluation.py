@@ -99,13 +99,15 @@ def _apply_equivalence_rule(merged: MergedScores, request) -> str | None:
             "language has no equivalence plugin")
 
 
-def _scores_block(values: dict, stats: dict[str, np.ndarray]) -> dict:
+def _scores_block(values: dict, stats: dict[str, np.ndarray], labels: dict[str, str]) -> dict:
     scores = {key: None for family in FAMILIES for key in FAMILY_SCORE_KEYS[family]}
     for key in scores:
         if key in COUNT_OF_RATE and COUNT_OF_RATE[key] in stats:
             scores[key] = int(round(stats[COUNT_OF_RATE[key]][:, 0].sum()))
         elif key in values:
             scores[key] = values[key]
+        elif key in labels:
+            scores[key] = labels[key]
     return scores
 
 
@@ -212,7 +214,7 @@ def _assemble_card(request, run: ValidatedRun, merged: MergedScores, batches, wa
     failed = sum(entry.failed for batch in batches for entry in batch.entries)
     difficulties = [str(e.difficulty) if e.HasField("difficulty") else None for e in entries]
 
-    scores = _scores_block(values, merged.stats)
+    scores = _scores_block(values, merged.stats, merged.labels)
     scores.update(
         composite=composite.value,
         quality_tier=quality_tier(composite.value),

@@ -23,6 +23,8 @@ class MergedScores:
     signatures: dict[str, str] = field(default_factory=dict)
     # Metric id -> family that produced it.
     sources: dict[str, str] = field(default_factory=dict)
+    # Run-level text values (e.g. comet_model), first answer wins.
+    labels: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -45,6 +47,8 @@ def merge_outcomes(outcomes: dict[str, FamilyOutcome], entry_count: int) -> Merg
                     rows.setdefault(metric_id, []).append(list(vector.values))
             for metric_id, text in response.signatures.items():
                 merged.signatures.setdefault(metric_id, text)
+            for key, text in response.labels.items():
+                merged.labels.setdefault(key, text)
             for warning in response.warnings:
                 if f"{family}: {warning}" not in merged.warnings:
                     merged.warnings.append(f"{family}: {warning}")

@@ -39,6 +39,8 @@ class BatchOutput:
     entries: list[EntryOutput]
     signatures: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Run-level text values by run-card key (e.g. "comet_model").
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

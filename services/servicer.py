@@ -33,7 +33,7 @@ def entries_from_request(request: family_pb2.ScoreBatchRequest) -> list[EntryInp
 
 def response_from_output(family: str, output: BatchOutput) -> family_pb2.ScoreBatchResponse:
     response = family_pb2.ScoreBatchResponse(
-        family=family, signatures=output.signatures, warnings=output.warnings
+        family=family, signatures=output.signatures, warnings=output.warnings, labels=output.labels
     )
     for result in output.entries:
         entry = response.entries.add(id=result.id)
