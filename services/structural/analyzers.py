@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field
@@ -18,6 +19,9 @@ from pathlib import Path
 from champollion.cards import LanguageCard
 
 DEFAULT_FST_DIR = Path(__file__).resolve().parents[2] / "build" / "fst"
+# Flag diacritics (@P.PERS.1@, ...): the Python binding returns them inside
+# analyses of optimized-lookup files; they are bookkeeping, not analysis.
+_FLAG_DIACRITIC = re.compile(r"@[PNRDCU]\.[^@]*@")
 
 
 def analyzer_dirs() -> list[Path]:
@@ -76,7 +80,7 @@ class Analyzer:
     def _lookup(self, form: str, limit: int) -> list[str]:
         with self._lock:
             results = self._transducer.lookup(form, max_number=limit)
-        return [analysis for analysis, _weight in results]
+        return [_FLAG_DIACRITIC.sub("", analysis) for analysis, _weight in results]
 
     @staticmethod
     def _case_forms(word: str) -> dict[str, None]:

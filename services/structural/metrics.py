@@ -73,6 +73,10 @@ class StructuralScorer:
                 self._fst_acceptance(analyzer, words, values, stats)
                 if entry.morphology:
                     self._morphology(analyzer, tag_format, entry, words, values, stats)
+                else:
+                    # Every entry carries every metric's statistics; without
+                    # gold this one adds nothing to the corpus rate.
+                    stats["morphological_accuracy"] = [0.0, 0.0]
             if rules:
                 problems = {word: violations(word, rules) for word in words}
                 wrong = [f"{word}: {p}" for word, found in problems.items() for p in found]
