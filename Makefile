@@ -67,6 +67,7 @@ test: install
 bench: install
 	$(BIN)/python bench/surface_overhead.py
 	$(BIN)/python bench/bootstrap.py
+	$(BIN)/python bench/fst_lookup.py
 
 clean:
 	rm -rf $(VENV) champollion/eval build *.egg-info
