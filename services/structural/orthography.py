@@ -24,11 +24,12 @@ def sro_circumflex_long_vowels(word: str) -> list[str]:
 
 
 def sro_inventory(word: str) -> list[str]:
-    """Letters outside SRO's inventory (e.g. plain e, b, d, r) are errors."""
+    """Latin letters outside SRO's inventory (e.g. plain e, b, d, r) are
+    errors. Words in syllabics are another orthography, not SRO's concern."""
     return [
         f"letter {char!r} is not in SRO"
         for char in dict.fromkeys(word.lower())
-        if unicodedata.category(char).startswith("L") and char not in _SRO_LETTERS and char not in _MACRONS
+        if unicodedata.name(char, "").startswith("LATIN") and char not in _SRO_LETTERS and char not in _MACRONS
     ]
 
 
