@@ -34,8 +34,8 @@ from champollion.eval.v1 import family_pb2_grpc, gateway_pb2_grpc  # noqa: E402
 from gateway.evaluation import make_batches  # noqa: E402
 from gateway.run_card import run_card_from_proto  # noqa: E402
 from gateway.stack import EmbeddedStack  # noqa: E402
-from services.structural.analyzers import DEFAULT_FST_DIR  # noqa: E402
-from services.structural.words import words_of  # noqa: E402
+from champollion.analyzers import DEFAULT_FST_DIR  # noqa: E402
+from champollion.words import words_of  # noqa: E402
 
 ANALYZER = DEFAULT_FST_DIR / "eng.hfstol"
 

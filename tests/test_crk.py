@@ -7,8 +7,8 @@ import pytest
 
 from champollion.cards import default_registry
 from gateway.inputs import build_request, load_corpus, load_meta, load_predictions
-from services.structural.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
-from services.structural.words import words_of
+from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
+from champollion.words import words_of
 from tests.conftest import REPO, evaluate
 
 EXAMPLE = REPO / "examples" / "eng-crk"

@@ -7,11 +7,12 @@ from champollion.cards import default_registry
 from champollion.eval.v1 import gateway_pb2_grpc, structural_pb2, structural_pb2_grpc
 from gateway.stack import EmbeddedStack
 from services.servicer import FamilyServicer
-from services.structural.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
+from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
 from services.structural.metrics import StructuralScorer
-from services.structural.morphology import matched_gold, parse_analysis
+from champollion.analyzers import parse_analysis
+from services.structural.morphology import matched_gold
 from services.structural.orthography import rules_for, violations
-from services.structural.words import words_of
+from champollion.words import words_of
 from tests.conftest import evaluate, make_request
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from importlib import metadata
 
 from champollion import __version__
+from champollion.analyzers import Analyzer, AnalyzerMissing, AnalyzerRegistry
 from champollion.cards import LanguageCard
+from champollion.words import words_of
 from services.contract import BatchContext, BatchOutput, ComponentInfo, EntryInput, EntryOutput
-from services.structural.analyzers import Analyzer, AnalyzerMissing, AnalyzerRegistry
-from services.structural.morphology import matched_gold, parse_analysis
+from services.structural.morphology import matched_gold
 from services.structural.orthography import rules_for, violations
-from services.structural.words import words_of
 
 # Rejected words listed per entry, at most (the counts are always complete).
 MAX_LISTED = 20
@@ -63,7 +63,6 @@ class StructuralScorer:
         rule_names = list((card.raw.get("orthography") or {}).get("rules") or [])
         rules = rules_for(rule_names)
         keep_hyphenated = bool((card.raw.get("words") or {}).get("keep_hyphenated", False))
-        tag_format = (card.raw.get("fst") or {}).get("tag_format", "giellalt")
         outputs = []
         for entry in entries:
             words = words_of(entry.prediction, keep_hyphenated)
@@ -72,7 +71,7 @@ class StructuralScorer:
             if analyzer is not None:
                 self._fst_acceptance(analyzer, words, values, stats)
                 if entry.morphology:
-                    self._morphology(analyzer, tag_format, entry, words, values, stats)
+                    self._morphology(analyzer, entry, words, values, stats)
                 else:
                     # Every entry carries every metric's statistics; without
                     # gold this one adds nothing to the corpus rate.
@@ -98,10 +97,10 @@ class StructuralScorer:
         stats["fst_acceptance_rate"] = [float(accepted), float(len(words))]
 
     @staticmethod
-    def _morphology(analyzer, tag_format, entry: EntryInput, words, values, stats) -> None:
+    def _morphology(analyzer: Analyzer, entry: EntryInput, words, values, stats) -> None:
         gold = list(entry.morphology)
-        gold_lemmas = [{parse_analysis(a, tag_format).lemma for a in analyzer.analyses(word)} for word, _ in gold]
-        predicted = [[parse_analysis(a, tag_format) for a in analyzer.analyses(word)] for word in words]
+        gold_lemmas = [analyzer.lemmas(word) for word, _ in gold]
+        predicted = [analyzer.parsed(word) for word in words]
         matched = matched_gold(gold, predicted, gold_lemmas)
         values["morphological_accuracy"] = matched / len(gold)
         stats["morphological_accuracy"] = [float(matched), float(len(gold))]

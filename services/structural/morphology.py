@@ -1,39 +1,11 @@
-"""Reading analyses (lemma + tags) and morphological accuracy against gold
-annotations (SPEC §2.2 decision).
+"""Morphological accuracy against gold annotations (SPEC §2.2 decision).
 
-Two analysis formats, named by the card's `fst.tag_format`:
-  giellalt  "PV/e+nipâw+V+AI+Cnj+1Sg"  (prefix tags contain '/')
-  apertium  "casa<n><f><pl>"
 Features are compared without their markup: "+Pl", "<pl>" and "Pl" are one
 feature, case-insensitively.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
-_APERTIUM_TAG = re.compile(r"<([^<>]+)>")
-
-
-@dataclass(frozen=True)
-class ParsedAnalysis:
-    raw: str
-    lemma: str
-    tags: tuple[str, ...]
-
-
-def parse_analysis(raw: str, tag_format: str) -> ParsedAnalysis:
-    if tag_format == "apertium":
-        lemma = raw.split("<", 1)[0]
-        return ParsedAnalysis(raw, lemma, tuple(_APERTIUM_TAG.findall(raw)))
-    if tag_format == "giellalt":
-        parts = raw.split("+")
-        prefixes = [part for part in parts if "/" in part]
-        rest = [part for part in parts if "/" not in part]
-        lemma = rest[0] if rest else ""
-        return ParsedAnalysis(raw, lemma, tuple(prefixes + rest[1:]))
-    raise ValueError(f"unknown fst.tag_format {tag_format!r} (giellalt or apertium)")
-
+from champollion.analyzers import ParsedAnalysis
 
 def feature_key(feature: str) -> str:
     return feature.strip("+<>").lower()

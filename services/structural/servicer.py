@@ -6,12 +6,11 @@ import asyncio
 
 import grpc
 
+from champollion.analyzers import AnalyzerMissing
 from champollion.cards import UnknownLanguage
 from champollion.eval.v1 import structural_pb2, structural_pb2_grpc
 from services.servicer import FamilyServicer
-from services.structural.analyzers import AnalyzerMissing
 from services.structural.metrics import StructuralScorer
-from services.structural.morphology import parse_analysis
 
 
 class AnalyzeServicer(structural_pb2_grpc.StructuralServicer):
@@ -21,13 +20,11 @@ class AnalyzeServicer(structural_pb2_grpc.StructuralServicer):
     def _analyze(self, request) -> structural_pb2.AnalyzeResponse:
         card = self.family.cards.get(request.language)
         analyzer = self.family.scorer.registry.for_card(card)
-        tag_format = (card.raw.get("fst") or {}).get("tag_format", "giellalt")
         response = structural_pb2.AnalyzeResponse(analyzer=analyzer.name, analyzer_sha256=analyzer.sha256)
         for word in request.words:
             result = response.words.add(word=word)
-            for raw in analyzer.analyses(word, request.max_analyses or -1):
-                parsed = parse_analysis(raw, tag_format)
-                result.analyses.add(raw=raw, lemma=parsed.lemma, tags=list(parsed.tags))
+            for parsed in analyzer.parsed(word, request.max_analyses or -1):
+                result.analyses.add(raw=parsed.raw, lemma=parsed.lemma, tags=list(parsed.tags))
         return response
 
     async def Analyze(self, request, context):

@@ -1,4 +1,5 @@
-"""Finite-state analyzers (HFST optimized-lookup `.hfstol` files).
+"""Finite-state analyzers (HFST optimized-lookup `.hfstol` files), shared by
+the families that need a language's morphology (structural, behavioral).
 
 A language card lists analyzer file names in priority order (`fst.analyzer`);
 they are resolved against the analyzer directories (`CHAMPOLLION_FST_DIR`,
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from champollion.cards import LanguageCard
 
-DEFAULT_FST_DIR = Path(__file__).resolve().parents[2] / "build" / "fst"
+DEFAULT_FST_DIR = Path(__file__).resolve().parents[1] / "build" / "fst"
 # Flag diacritics (@P.PERS.1@, ...): the Python binding returns them inside
 # analyses of optimized-lookup files; they are bookkeeping, not analysis.
 _FLAG_DIACRITIC = re.compile(r"@[PNRDCU]\.[^@]*@")
@@ -61,6 +62,8 @@ class Analyzer:
     path: Path
     sha256: str
     compounds: CompoundRule | None = None
+    # How its analyses read: "giellalt" or "apertium" (see parse_analysis).
+    tag_format: str = "giellalt"
     _transducer: object = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _accepted: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -71,11 +74,12 @@ class Analyzer:
         return self.path.name
 
     @classmethod
-    def load(cls, path: Path, compounds: CompoundRule | None = None) -> "Analyzer":
+    def load(cls, path: Path, compounds: CompoundRule | None = None, tag_format: str = "giellalt") -> "Analyzer":
         import hfst  # optional dependency: imported only when an analyzer is used
 
         transducer = hfst.HfstInputStream(str(path)).read()
-        return cls(path=path, sha256=_sha256(path), compounds=compounds, _transducer=transducer)
+        return cls(path=path, sha256=_sha256(path), compounds=compounds, tag_format=tag_format,
+                   _transducer=transducer)
 
     def _lookup(self, form: str, limit: int) -> list[str]:
         with self._lock:
@@ -94,6 +98,13 @@ class Analyzer:
             if found:
                 return found
         return []
+
+    def parsed(self, word: str, limit: int = -1) -> list["ParsedAnalysis"]:
+        """Analyses as lemma + tags."""
+        return [parse_analysis(raw, self.tag_format) for raw in self.analyses(word, limit)]
+
+    def lemmas(self, word: str) -> set[str]:
+        return {analysis.lemma for analysis in self.parsed(word)}
 
     def accepts(self, word: str) -> bool:
         """At least one analysis (directly, or as a run-time compound) of an
@@ -147,9 +158,36 @@ class AnalyzerRegistry:
                 if found is None:
                     looked = ", ".join(str(path) for path in self.candidates(card))
                     raise AnalyzerMissing(f"no analyzer for {card.code}: looked for {looked}")
-                compounds = (card.raw.get("fst") or {}).get("compounds")
-                self._loaded[card.code] = Analyzer.load(found, CompoundRule(**compounds) if compounds else None)
+                fst = card.raw.get("fst") or {}
+                compounds = CompoundRule(**fst["compounds"]) if fst.get("compounds") else None
+                self._loaded[card.code] = Analyzer.load(found, compounds, fst.get("tag_format", "giellalt"))
             return self._loaded[card.code]
 
     def loaded(self) -> dict[str, Analyzer]:
         return dict(self._loaded)
+
+
+# Two analysis formats, named by the card's `fst.tag_format`:
+#   giellalt  "PV/e+nipâw+V+AI+Cnj+1Sg"  (prefix tags contain '/')
+#   apertium  "casa<n><f><pl>"
+_APERTIUM_TAG = re.compile(r"<([^<>]+)>")
+
+
+@dataclass(frozen=True)
+class ParsedAnalysis:
+    raw: str
+    lemma: str
+    tags: tuple[str, ...]
+
+
+def parse_analysis(raw: str, tag_format: str) -> ParsedAnalysis:
+    if tag_format == "apertium":
+        lemma = raw.split("<", 1)[0]
+        return ParsedAnalysis(raw, lemma, tuple(_APERTIUM_TAG.findall(raw)))
+    if tag_format == "giellalt":
+        parts = raw.split("+")
+        prefixes = [part for part in parts if "/" in part]
+        rest = [part for part in parts if "/" not in part]
+        lemma = rest[0] if rest else ""
+        return ParsedAnalysis(raw, lemma, tuple(prefixes + rest[1:]))
+    raise ValueError(f"unknown fst.tag_format {tag_format!r} (giellalt or apertium)")
