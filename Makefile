@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test,ko,ja,fst
+EXTRAS ?= test,ko,ja,fst,behavioral
 STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/champollion/eval/v1/*.proto)
 STUBS  := champollion/eval/v1/gateway_pb2.py

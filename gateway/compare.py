@@ -88,7 +88,8 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, resamples: int,
             "scores compare only within a version"
         )
     stats_a, stats_b = baseline.stats, system.aligned_to(baseline.ids)
-    shared = [m for m in stats_a if m in stats_b]
+    wanted = {*COMPARED_METRICS, *baseline.weights, *system.weights}
+    shared = [m for m in stats_a if m in stats_b and m in wanted]
     if not shared:
         raise CompareRefused("the run cards carry no common per-entry statistics to resample")
     warnings = []

@@ -30,14 +30,41 @@ REDUCERS: dict[str, Callable[[np.ndarray], float | None]] = {
 }
 
 
-def corpus_value(metric_id: str, stats: np.ndarray) -> float | None:
+def majority_share(sums: np.ndarray, groups: list[int]) -> float | None:
+    """Consistency (SPEC §2.4 decision): `sums` counts, term by term (`groups`
+    renderings each), which rendering entries used. Over terms used in at
+    least two entries: the mean share of the majority rendering."""
+    shares = []
+    for start, size in zip(np.cumsum([0, *groups[:-1]]), groups):
+        counts = sums[start:start + size]
+        if counts.sum() >= 2:
+            shares.append(counts.max() / counts.sum())
+    return float(np.mean(shares)) if shares else None
+
+
+def _groups(labels: dict[str, str], key: str) -> list[int]:
+    return [int(size) for size in labels[key].split(",")] if labels.get(key) else []
+
+
+# Reducers that need a run-level layout (a family's label) besides the sums.
+LAYOUT_REDUCERS: dict[str, Callable[[np.ndarray, dict[str, str]], float | None]] = {
+    "consistency_score": lambda sums, labels: majority_share(sums, _groups(labels, "consistency_groups")),
+}
+
+
+def corpus_value(metric_id: str, stats: np.ndarray, labels: dict[str, str] | None = None) -> float | None:
     """`stats` has one row per entry; the corpus value of their sum."""
     if stats.shape[0] == 0:
         return None
-    return REDUCERS.get(metric_id, rate_from_sums)(stats.sum(axis=0))
+    sums = stats.sum(axis=0)
+    if metric_id in LAYOUT_REDUCERS:
+        return LAYOUT_REDUCERS[metric_id](sums, labels or {})
+    return REDUCERS.get(metric_id, rate_from_sums)(sums)
 
 
-def corpus_values(stats: dict[str, np.ndarray], rows: np.ndarray | None = None) -> dict[str, float | None]:
+def corpus_values(
+    stats: dict[str, np.ndarray], rows: np.ndarray | None = None, labels: dict[str, str] | None = None
+) -> dict[str, float | None]:
     """Corpus value of every metric, over all entries or the given rows."""
-    return {metric_id: corpus_value(metric_id, matrix if rows is None else matrix[rows])
+    return {metric_id: corpus_value(metric_id, matrix if rows is None else matrix[rows], labels)
             for metric_id, matrix in stats.items()}

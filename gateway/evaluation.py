@@ -49,6 +49,7 @@ def _batch_entries(request: gateway_pb2.EvaluateRequest) -> list[family_pb2.Batc
             prediction="" if failed else prediction.prediction,
             failed=failed,
             morphology=list(entry.morphology),
+            terms=list(entry.terms),
         )
         if prediction is not None and prediction.HasField("raw_prediction"):
             batch_entry.raw_prediction = prediction.raw_prediction
@@ -66,6 +67,7 @@ def make_batches(request, run_id: str, batch_size: int) -> list[family_pb2.Score
             target_lang=request.corpus.target_lang,
             entries=entries[start:start + batch_size],
             options=options,
+            glossary=list(request.glossary),
         )
         for start in range(0, len(entries), batch_size)
     ]
@@ -197,7 +199,7 @@ async def evaluate(
 def _assemble_card(request, run: ValidatedRun, merged: MergedScores, batches, warnings: list[str],
                    seed: int, resamples: int) -> dict:
     entries = request.corpus.entries
-    values = corpus_values(merged.stats)
+    values = corpus_values(merged.stats, labels=merged.labels)
     target: LanguageCard = run.target
     composite = compute_composite(values, target.profile)
     coverage_warning = _coverage_warning(composite)

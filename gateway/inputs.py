@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from champollion.eval.v1 import gateway_pb2, run_card_pb2
+from champollion.eval.v1 import family_pb2, gateway_pb2, run_card_pb2
 from gateway.costs import TOKEN_FIELDS
 from gateway.run_card import dict_to_message
 
@@ -117,6 +117,8 @@ def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
     for index, gold in enumerate(data.get("morphology") or []):
         gold_fields = _Fields(gold if isinstance(gold, dict) else {}, f"{fields.where}: morphology[{index}]")
         entry.morphology.add(word=gold_fields.string("word", required=True), features=gold_fields.strings("features"))
+    for index, term in enumerate(data.get("terms") or []):
+        entry.terms.append(_term(term, f"{fields.where}: terms[{index}]"))
     provenance = data.get("provenance")
     if isinstance(provenance, str):
         entry.provenance.update({"source_doc": provenance})
@@ -214,24 +216,22 @@ def load_meta(path: Path) -> gateway_pb2.RunMeta:
     return meta
 
 
-def load_glossary(path: Path) -> list[gateway_pb2.GlossaryTerm]:
+def _term(item, where: str) -> family_pb2.GlossaryTerm:
+    if not isinstance(item, dict):
+        raise InputError(f"{where}: a term must be a JSON object")
+    fields = _Fields(item, where)
+    return family_pb2.GlossaryTerm(
+        source=fields.string("source", required=True),
+        target=fields.string("target", required=True),
+        alternatives=fields.strings("alternatives"),
+    )
+
+
+def load_glossary(path: Path) -> list[family_pb2.GlossaryTerm]:
     data = _read_json(path)
     if not isinstance(data, list):
         raise InputError(f"{path}: must be a JSON list of terms")
-    terms = []
-    for index, item in enumerate(data):
-        where = f"{path}: [{index}]"
-        if not isinstance(item, dict):
-            raise InputError(f"{where}: a term must be a JSON object")
-        fields = _Fields(item, where)
-        terms.append(
-            gateway_pb2.GlossaryTerm(
-                source=fields.string("source", required=True),
-                target=fields.string("target", required=True),
-                alternatives=fields.strings("alternatives"),
-            )
-        )
-    return terms
+    return [_term(item, f"{path}: [{index}]") for index, item in enumerate(data)]
 
 
 def load_run_card_for_compare(path: Path) -> run_card_pb2.RunCard:
@@ -272,7 +272,7 @@ def build_request(
     corpus: gateway_pb2.Corpus,
     predictions: PredictionFile,
     meta: gateway_pb2.RunMeta | None = None,
-    glossary: list[gateway_pb2.GlossaryTerm] | None = None,
+    glossary: list[family_pb2.GlossaryTerm] | None = None,
     batch_size: int = 0,
     seed: int | None = None,
     resamples: int = 0,

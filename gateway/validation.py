@@ -48,6 +48,11 @@ def _language(cards: CardRegistry, code: str, field: str) -> LanguageCard:
         raise InvalidRun(field, f"unknown language code {code!r} (no language card)") from None
 
 
+def _check_term(term, field: str, entry_id: str | None = None) -> None:
+    if not term.source.strip() or not term.target.strip():
+        raise InvalidRun(field, "source and target must be non-empty strings", entry_id)
+
+
 def _validate_corpus(corpus: gateway_pb2.Corpus) -> set[str]:
     if not corpus.entries:
         raise InvalidRun("corpus.entries", "the corpus has no entries")
@@ -66,6 +71,8 @@ def _validate_corpus(corpus: gateway_pb2.Corpus) -> set[str]:
             raise InvalidRun(f"{path}.reference", "must be a non-empty string", entry.id)
         if entry.HasField("difficulty") and not 1 <= entry.difficulty <= 5:
             raise InvalidRun(f"{path}.difficulty", f"must be 1-5, got {entry.difficulty}", entry.id)
+        for term_index, term in enumerate(entry.terms):
+            _check_term(term, f"{path}.terms[{term_index}]", entry.id)
     return seen
 
 
@@ -134,6 +141,5 @@ def validate_request(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) 
     if not 0 <= request.options.bootstrap_resamples <= MAX_RESAMPLES:
         raise InvalidRun("options.bootstrap_resamples", f"must be 0 (default) to {MAX_RESAMPLES}")
     for index, term in enumerate(request.glossary):
-        if not term.source.strip() or not term.target.strip():
-            raise InvalidRun(f"glossary[{index}]", "source and target must be non-empty strings")
+        _check_term(term, f"glossary[{index}]")
     return ValidatedRun(source=source, target=target)

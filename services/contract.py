@@ -23,6 +23,21 @@ class EntryInput:
     failed: bool = False
     # Gold morphology: (reference word, features its translation must show).
     morphology: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Terms prescribed for this entry only.
+    terms: tuple["Term", ...] = ()
+
+
+@dataclass(frozen=True)
+class Term:
+    """A glossary term: `source` in the entry's source asks for `target` (or
+    an alternative) in the output."""
+    source: str
+    target: str
+    alternatives: tuple[str, ...] = ()
+
+    @property
+    def renderings(self) -> tuple[str, ...]:
+        return (self.target, *self.alternatives)
 
 
 @dataclass
@@ -48,6 +63,8 @@ class BatchContext:
     source: LanguageCard
     target: LanguageCard
     options: dict[str, str]
+    # The run's glossary.
+    glossary: tuple[Term, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from typing import Callable
 
 import grpc
 
+from services.behavioral.servicer import create_servicer as create_behavioral
 from services.compliance.servicer import create_servicer as create_compliance
 from services.servicer import FamilyServicer
 from services.structural.servicer import create_servicer as create_structural
@@ -17,6 +18,7 @@ ALL_FAMILIES = ("surface", "structural", "semantic", "behavioral", "compliance")
 IMPLEMENTED: dict[str, Callable[..., FamilyServicer]] = {
     "surface": create_surface,
     "structural": create_structural,
+    "behavioral": create_behavioral,
     "compliance": create_compliance,
 }
 

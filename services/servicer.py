@@ -10,9 +10,13 @@ import structlog
 
 from champollion.cards import CardRegistry, UnknownLanguage, default_registry
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
-from services.contract import BatchContext, BatchOutput, EntryInput, FamilyScorer
+from services.contract import BatchContext, BatchOutput, EntryInput, FamilyScorer, Term
 
 log = structlog.get_logger()
+
+
+def _terms(messages) -> tuple[Term, ...]:
+    return tuple(Term(term.source, term.target, tuple(term.alternatives)) for term in messages)
 
 
 def entries_from_request(request: family_pb2.ScoreBatchRequest) -> list[EntryInput]:
@@ -26,6 +30,7 @@ def entries_from_request(request: family_pb2.ScoreBatchRequest) -> list[EntryInp
             raw_prediction=entry.raw_prediction if entry.HasField("raw_prediction") else None,
             failed=entry.failed,
             morphology=tuple((gold.word, tuple(gold.features)) for gold in entry.morphology),
+            terms=_terms(entry.terms),
         )
         for entry in request.entries
     ]
@@ -53,6 +58,7 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
             source=self.cards.get(request.source_lang),
             target=self.cards.get(request.target_lang),
             options=dict(request.options),
+            glossary=_terms(request.glossary),
         )
 
     async def ScoreBatch(self, request, context):

@@ -7,6 +7,7 @@ from sacrebleu.significance import PairedTest, _bootstrap_resample
 
 from gateway.bootstrap import resample_counts, resampled_sums, values_from_sums
 from gateway.compare import CompareRefused, compare_run_cards
+from gateway.composite import composite_input
 from tests.conftest import evaluate, make_request
 from tests.test_surface_corpus import synthetic_corpus
 
@@ -64,9 +65,7 @@ def test_composite_interval_recomputes_every_metric_on_the_same_resample(run):
     weights = card["composite_coverage"]["weights"]
     stats = {m: stats_of(card, m) for m in weights}
     sums = resampled_sums(stats, 1000, 12345)
-    composite = sum(
-        w * (values_from_sums(m, sums[m]) / (100 if m == "chrf_plus_plus" else 1)) for m, w in weights.items()
-    )
+    composite = sum(w * composite_input(m, values_from_sums(m, sums[m])) for m, w in weights.items())
     ordered = np.sort(composite)
     assert card["scores"]["confidence_intervals"]["composite"]["ci_lower"] == pytest.approx(ordered[25])
     assert card["scores"]["confidence_intervals"]["composite"]["ci_upper"] == pytest.approx(ordered[974])

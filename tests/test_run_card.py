@@ -6,6 +6,7 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2_grpc
+from gateway.composite import WEIGHTS
 from gateway.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
 from gateway.run_card import run_card_from_proto, run_card_to_proto
 from gateway.stack import EmbeddedStack
@@ -55,21 +56,24 @@ def test_composite_uses_profile_a_for_spanish(example_card):
     scores = example_card["scores"]
     coverage = example_card["composite_coverage"]
     assert coverage["profile"] == "A"
-    assert set(coverage["weights"]) == {
-        "fst_acceptance_rate", "chrf_plus_plus", "equivalent_match_rate", "exact_match_rate"
-    }
-    by_hand = (0.25 * scores["fst_acceptance_rate"] + 0.15 * scores["chrf_plus_plus"] / 100
-               + 0.10 * scores["equivalent_match_rate"] + 0.05 * scores["exact_match_rate"]) / 0.55
+    assert set(coverage["missing"]) == {"morphological_accuracy", "semantic_score"}
+    present = {m: w for m, w in WEIGHTS["A"].items() if m not in coverage["missing"]}
+    by_hand = (
+        0.25 * scores["fst_acceptance_rate"] + 0.15 * scores["chrf_plus_plus"] / 100
+        + 0.10 * scores["equivalent_match_rate"] + 0.05 * scores["exact_match_rate"]
+        + 0.05 * (1 - scores["code_switching_rate"]) + 0.05 * scores["terminology_adherence"]
+        + 0.05 * (1 - scores["hallucination_rate"])
+    ) / sum(present.values())
     assert scores["composite"] == pytest.approx(by_hand)
+    assert coverage["weights"] == pytest.approx({m: w / sum(present.values()) for m, w in present.items()})
     assert any("re-normalised" in w for w in example_card["warnings"])
 
 
 def test_planned_and_absent_families_are_null_with_warnings(example_card):
     scores = example_card["scores"]
-    for key in ("semantic_score", "comet_score", "code_switching_rate", "consistency_score",
-                "morphological_accuracy", "orthographic_accuracy"):
+    for key in ("semantic_score", "comet_score", "morphological_accuracy", "orthographic_accuracy"):
         assert scores[key] is None
-    for family in ("semantic", "behavioral"):
+    for family in ("semantic",):
         assert any(f"family '{family}' is not configured" in w for w in example_card["warnings"])
 
 

@@ -3,16 +3,15 @@ Apertium data (Norwegian Bokmål, Spanish, English, Basque)."""
 import grpc
 import pytest
 
+from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry, parse_analysis
 from champollion.cards import default_registry
 from champollion.eval.v1 import gateway_pb2_grpc, structural_pb2, structural_pb2_grpc
+from champollion.words import words_of
 from gateway.stack import EmbeddedStack
 from services.servicer import FamilyServicer
-from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
 from services.structural.metrics import StructuralScorer
-from champollion.analyzers import parse_analysis
 from services.structural.morphology import matched_gold
 from services.structural.orthography import rules_for, violations
-from champollion.words import words_of
 from tests.conftest import evaluate, make_request
 
 

@@ -1,0 +1,65 @@
+"""Word lists of a language from maintained spaCy data: the forms and lemmas
+of `spacy-lookups-data`'s lemma lookup table plus spaCy's stop words. A card
+names its spaCy language code (`lexicon.spacy: en`)."""
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from champollion.cards import LanguageCard
+
+_LOCK = threading.Lock()
+
+
+class LexiconMissing(LookupError):
+    """The card names no lexicon, or its data is not installed."""
+
+
+def spacy_code(card: LanguageCard) -> str | None:
+    return (card.raw.get("lexicon") or {}).get("spacy")
+
+
+@lru_cache(maxsize=None)
+def _lemma_table(code: str) -> dict[str, str]:
+    try:
+        import spacy_lookups_data
+    except ImportError as error:
+        raise LexiconMissing(f"spaCy word lists are not installed ({error.name})") from None
+    table = Path(spacy_lookups_data.__file__).parent / "data" / f"{code}_lemma_lookup.json.gz"
+    if not table.is_file():
+        return {}
+    with gzip.open(table, "rt", encoding="utf-8") as handle:
+        return {form.lower(): lemma.lower() for form, lemma in json.load(handle).items()}
+
+
+@lru_cache(maxsize=None)
+def _words_for(code: str) -> frozenset[str]:
+    try:
+        import spacy
+    except ImportError as error:
+        raise LexiconMissing(f"spaCy is not installed ({error.name})") from None
+    lookup = _lemma_table(code)
+    words = {word.lower() for word in spacy.blank(code).Defaults.stop_words}
+    return frozenset(words | set(lookup) | set(lookup.values()))
+
+
+def _code(card: LanguageCard) -> str:
+    code = spacy_code(card)
+    if code is None:
+        raise LexiconMissing(f"the {card.code} card names no lexicon")
+    return code
+
+
+def lexicon(card: LanguageCard) -> frozenset[str]:
+    """Lower-cased words of the card's language; raises LexiconMissing."""
+    with _LOCK:  # loading takes a moment; concurrent batches wait for one load
+        return _words_for(_code(card))
+
+
+def lemma_table(card: LanguageCard) -> dict[str, str]:
+    """Lower-cased form -> lemma (spaCy's lookup lemmatizer data); raises LexiconMissing."""
+    with _LOCK:
+        return _lemma_table(_code(card))

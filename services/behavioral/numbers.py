@@ -1,0 +1,33 @@
+"""Numbers in a text, normalised so that the source's and the output's can be
+compared across locales ("1,000" / "1.000" / "1 000"; "4.5" / "4,5")."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+_NUMBER = re.compile(r"(?<![\w.,])\d+(?:[ \u00a0\u202f]\d{3})*(?:[.,]\d+)*(?!\w)")
+
+
+def canonical(token: str) -> str:
+    """A separator followed by exactly three digits, with no other kind of
+    separator after it, groups thousands; the last separator otherwise is
+    the decimal point. Returns the value as a plain string ("1000", "4.5")."""
+    digits = re.sub(r"[ \u00a0\u202f]", "", token)
+    separators = [m.start() for m in re.finditer(r"[.,]", digits)]
+    if not separators:
+        return str(int(digits))
+    last = separators[-1]
+    kinds = {digits[i] for i in separators}
+    decimal = len(kinds) == 2 or len(digits) - last - 1 != 3
+    if decimal:
+        whole = re.sub(r"[.,]", "", digits[:last])
+        return f"{int(whole or 0)}.{digits[last + 1:]}".rstrip("0").rstrip(".")
+    return str(int(re.sub(r"[.,]", "", digits)))
+
+
+def numbers_in(text: str) -> Counter:
+    return Counter(canonical(match.group()) for match in _NUMBER.finditer(text))
+
+
+def tokens_with_numbers(text: str) -> list[str]:
+    return [match.group() for match in _NUMBER.finditer(text)]

@@ -1,0 +1,139 @@
+"""Behavioral family on realistic cases: code-switching, hallucination,
+numbers, terminology (inflected forms through the target analyzer) and
+consistency."""
+import pytest
+
+from champollion.analyzers import DEFAULT_FST_DIR
+from champollion.cards import default_registry
+from gateway.corpus import corpus_value
+from services.behavioral.hallucination import hallucinated
+from services.behavioral.metrics import BehavioralScorer
+from services.behavioral.numbers import canonical, numbers_in
+from services.contract import BatchContext, EntryInput, Term
+
+CARDS = default_registry()
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    assert (DEFAULT_FST_DIR / "spa.hfstol").is_file(), "run `make fst` (make test does)"
+    return BehavioralScorer()
+
+
+def score(scorer, target, rows, glossary=(), source="eng"):
+    entries = [EntryInput(id=str(i), source=src, reference=ref, prediction=pred, terms=tuple(terms))
+               for i, (src, ref, pred, *terms) in enumerate(rows)]
+    context = BatchContext(CARDS.get(source), CARDS.get(target), {}, tuple(glossary))
+    return scorer.score(entries, context)
+
+
+def test_english_inside_cree_syllabics_and_sro_is_code_switching(scorer):
+    output = score(scorer, "iku", [("The dog sleeps", "ᕿᒻᒥᖅ ᓯᓂᒃᑐᖅ", "ᕿᒻᒥᖅ dog ᓯᓂᒃᑐᖅ")])
+    assert output.entries[0].values["code_switched_words"] == ["dog"]
+    assert output.entries[0].values["code_switching_rate"] == pytest.approx(1 / 3)
+    output = score(scorer, "crk", [("The dog is sleeping on the bed", "Atim ê-nipât.", "Atim ê-nipât on the bed.")])
+    assert output.entries[0].values["code_switched_words"] == ["on", "the", "bed"]
+    assert output.entries[0].stats["code_switching_rate"] == [3.0, 5.0]
+
+
+def test_spanish_function_words_are_not_english(scorer):
+    output = score(scorer, "spa", [
+        ("I don't like it", "No me gusta", "No me gusta a mí"),
+        ("Open the file", "Abre el archivo", "Abre el file"),
+    ])
+    assert output.entries[0].values["code_switched_words"] == []
+    assert output.entries[1].values["code_switched_words"] == ["file"]
+
+
+def test_names_carried_over_from_the_source_are_not_switches(scorer):
+    output = score(scorer, "spa", [("Call Microsoft Support", "Llame al soporte de Microsoft", "Llame a Microsoft")])
+    assert output.entries[0].values["code_switched_words"] == []
+
+
+def test_repeated_loops_are_hallucination_but_emphasis_is_not():
+    flagged, total, reasons = hallucinated(
+        "Gracias por todo gracias por todo gracias por todo", "Thanks for everything", "Gracias por todo"
+    )
+    assert reasons["oscillation"] == ["gracias", "por", "todo", "gracias", "por", "todo"]
+    assert flagged == 6 and total == 9
+    flagged, _, reasons = hallucinated("Es muy muy bueno", "It is very very good", "Es muy muy bueno")
+    assert flagged == 0 and reasons == {}
+    flagged, _, reasons = hallucinated("Es muy muy muy muy bueno", "It is very good", "Es muy bueno")
+    assert reasons["oscillation"] == ["muy", "muy"]
+
+
+def test_excess_length_unsupported_numbers_and_names():
+    _, _, reasons = hallucinated("Uno dos tres cuatro cinco", "One", "Uno dos")
+    assert reasons["excess_length"] == ["cinco"]
+    _, _, reasons = hallucinated("Las ventas subieron un 200 % en 2024", "Sales rose 20% in 2024.", "Las ventas subieron un 20 %")
+    assert reasons == {"number_not_in_source": ["200"]}
+    _, _, reasons = hallucinated("Llegó con Pedro a Madrid", "She arrived in Madrid", "Llegó a Madrid")
+    assert reasons == {"name_not_in_source": ["Pedro"]}
+
+
+def test_number_flips_versus_changed_wording(scorer):
+    assert canonical("1,000") == canonical("1.000") == canonical("1 000") == "1000"
+    assert canonical("4,5") == canonical("4.5") == "4.5"
+    assert numbers_in("20% increase") == numbers_in("un aumento del 20 %")
+    output = score(scorer, "spa", [
+        ("Sales increased 20%.", "Las ventas aumentaron un 20 %.", "Las ventas disminuyeron un 20 %."),
+        ("Sales increased 20%.", "Las ventas aumentaron un 20 %.", "Las ventas aumentaron un 200 %."),
+        ("It costs 1,500 dollars.", "Cuesta 1.500 dólares.", "Cuesta 1500 dólares."),
+    ])
+    assert [e.values["number_mismatch"] for e in output.entries] == [False, True, False]
+
+
+def test_glossary_adherence_accepts_inflected_forms(scorer):
+    glossary = [Term("house", "casa"), Term("file", "archivo", ("fichero",))]
+    output = score(scorer, "spa", [
+        ("The houses are big", "Las casas son grandes", "Las casas son grandes"),     # inflected: casas -> casa
+        ("Save the file", "Guarda el archivo", "Guarda el fichero"),                  # an alternative
+        ("Delete the file", "Borra el archivo", "Borra el documento"),                # missed
+        ("Good morning", "Buenos días", "Buenos días"),                               # no term applies
+    ], glossary)
+    values = [e.values["terminology_adherence"] for e in output.entries]
+    assert values == [1.0, 1.0, 0.0, None]
+    assert output.entries[2].values["terms_missed"] == ["file"]
+    stats = [e.stats["terminology_adherence"] for e in output.entries]
+    import numpy as np
+    assert corpus_value("terminology_adherence", np.array(stats)) == pytest.approx(2 / 3)
+
+
+def test_cree_inflected_term_through_the_fragment(scorer):
+    assert (DEFAULT_FST_DIR / "crk-fragment.hfstol").is_file()
+    output = score(scorer, "crk", [("The dogs are sleeping", "Atimwak ê-nipâcik.", "Atimwak ê-nipâcik.")],
+                   [Term("dog", "atim")])
+    assert output.entries[0].values["terminology_adherence"] == 1.0
+
+
+def test_entry_terms_apply_beside_the_glossary(scorer):
+    output = score(scorer, "spa", [("Open the menu", "Abre el menú", "Abre la lista", Term("menu", "menú"))])
+    assert output.entries[0].values["terminology_adherence"] == 0.0
+
+
+def test_consistency_is_the_majority_share_per_repeated_term(scorer):
+    import numpy as np
+    glossary = [Term("file", "archivo", ("fichero",)), Term("house", "casa")]
+    output = score(scorer, "spa", [
+        ("Save the file", "Guarda el archivo", "Guarda el archivo"),
+        ("Open the file", "Abre el archivo", "Abre el archivo"),
+        ("Delete the file", "Borra el archivo", "Borra el fichero"),
+        ("The house", "La casa", "La casa"),  # used once: not a repeated term
+    ], glossary)
+    assert output.labels == {"consistency_groups": "2,1"}
+    stats = np.array([e.stats["consistency_score"] for e in output.entries])
+    assert corpus_value("consistency_score", stats, output.labels) == pytest.approx(2 / 3)
+    assert corpus_value("consistency_score", stats[3:], output.labels) is None
+
+
+def test_example_card_has_behavioral_metrics(gateway):
+    from tests.test_run_card import example_request
+    from tests.conftest import evaluate
+    card = evaluate(gateway, example_request())
+    scores = card["scores"]
+    for key in ("code_switching_rate", "hallucination_rate", "terminology_adherence",
+                "consistency_score", "number_mismatch_rate"):
+        assert scores[key] is not None, key
+    flipped = next(e for e in card["entries"] if e["id"] == "es-020")
+    assert flipped["scores"]["number_mismatch"] is True
+    assert flipped["scores"]["hallucination_reasons"] == {"number_not_in_source": ["45"]}
