@@ -15,6 +15,9 @@ MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    # Accept the gateway's keepalive pings (every 30 s, also between calls).
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 20_000),
 ]
 
 

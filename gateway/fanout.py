@@ -7,6 +7,7 @@ corpus value.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Callable
 
@@ -15,9 +16,32 @@ import grpc
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
 from champollion.serving import MAX_MESSAGE_BYTES
 
+# gRPC's own machinery for replicas (no home-made balancer): round_robin over
+# every address the target resolves to (a Kubernetes headless Service, or
+# "ipv4:host:port,host:port"), and retries of the idempotent ScoreBatch and
+# Describe on UNAVAILABLE, which the next attempt sends to another replica.
+SERVICE_CONFIG = {
+    "loadBalancingConfig": [{"round_robin": {}}],
+    "methodConfig": [{
+        "name": [{"service": "champollion.eval.v1.Family"}],
+        "retryPolicy": {
+            "maxAttempts": 4,
+            "initialBackoff": "0.1s",
+            "maxBackoff": "2s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE"],
+        },
+    }],
+}
 CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.service_config", json.dumps(SERVICE_CONFIG)),
+    ("grpc.enable_retries", 1),
+    # Find dead connections to idle replicas before a batch is sent there.
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
 ]
 
 
@@ -32,7 +56,14 @@ class FamilyClient:
         self._stub = family_pb2_grpc.FamilyStub(self._channel)
 
     async def score_batch(self, request: family_pb2.ScoreBatchRequest) -> family_pb2.ScoreBatchResponse:
-        return await self._stub.ScoreBatch(request, timeout=self.deadline_seconds)
+        """One batch, with one more try when a replica overran the deadline
+        (gRPC's retry policy covers UNAVAILABLE, not an expired deadline)."""
+        try:
+            return await self._stub.ScoreBatch(request, timeout=self.deadline_seconds)
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+            return await self._stub.ScoreBatch(request, timeout=self.deadline_seconds)
 
     async def describe(self, timeout: float = 5.0) -> family_pb2.FamilyDescription:
         return await self._stub.Describe(family_pb2.DescribeRequest(), timeout=timeout)

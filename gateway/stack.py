@@ -47,6 +47,7 @@ class RunningStack:
     family_addresses: dict[str, str]
     servers: list = field(default_factory=list)
     gateway: GatewayServicer | None = None
+    family_servers: dict = field(default_factory=dict)
 
 
 async def start_stack(
@@ -62,17 +63,18 @@ async def start_stack(
     `servicers` replaces a family's servicer (tests inject failures so)."""
     servicers = servicers or {}
     names = families if families is not None else tuple(IMPLEMENTED)
-    servers, addresses = [], {}
+    servers, addresses, by_family = [], {}, {}
     for name in (*names, *(n for n in servicers if n not in names)):
         server, port = await start_family(name, f"{host}:0", servicers.get(name))
         servers.append(server)
+        by_family[name] = server
         addresses[name] = f"{host}:{port}"
     config = GatewayConfig(families={**addresses, **(remote_families or {})})
     if batch_size:
         config.batch_size = batch_size
     server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}")
     servers.append(server)
-    return RunningStack(f"{host}:{port}", addresses, servers, gateway)
+    return RunningStack(f"{host}:{port}", addresses, servers, gateway, by_family)
 
 
 async def stop_stack(stack: RunningStack) -> None:
@@ -101,6 +103,11 @@ class EmbeddedStack:
         future = asyncio.run_coroutine_threadsafe(start_stack(**self._options), self._loop)
         self.stack = future.result(timeout=60)
         return self.stack
+
+    def stop_family(self, name: str) -> None:
+        """Stops one family's server now (tests of failover use this)."""
+        server = self.stack.family_servers[name]
+        asyncio.run_coroutine_threadsafe(server.stop(None), self._loop).result(timeout=30)
 
     def __exit__(self, *exc_info) -> None:
         if self.stack is not None:

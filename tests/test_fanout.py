@@ -76,3 +76,40 @@ def test_health_and_reflection_on_every_server(stack):
             names = {s.name for r in responses for s in r.list_services_response.service}
             assert "grpc.health.v1.Health" in names
             assert names & {"champollion.eval.v1.Gateway", "champollion.eval.v1.Family"}
+
+
+class CountingScorer(SurfaceScorer):
+    def __init__(self):
+        self.batches = 0
+
+    def score(self, entries, context):
+        self.batches += 1
+        return super().score(entries, context)
+
+
+def test_round_robin_over_replicas_and_failover_to_a_live_one(gateway):
+    """One surface address resolving to two replicas: both get batches; with
+    one replica gone, the run completes on the other with the same scores."""
+    first, second = CountingScorer(), CountingScorer()
+    entries = [{"id": f"e{i}", "reference": f"frase número {i} del corpus"} for i in range(40)]
+    undisturbed = evaluate(gateway, make_request(entries, batch_size=4))
+    replica_a = EmbeddedStack(families=(), servicers={"surface": FamilyServicer(first)})
+    with replica_a as a, EmbeddedStack(families=(), servicers={"surface": FamilyServicer(second)}) as b:
+        both = f"ipv4:{a.family_addresses['surface']},{b.family_addresses['surface']}"
+        with EmbeddedStack(families=(), remote_families={"surface": both}) as front:
+            with grpc.insecure_channel(front.gateway_address) as channel:
+                stub = gateway_pb2_grpc.GatewayStub(channel)
+                # The first run may start on whichever replica connected first.
+                evaluate(stub, make_request(entries, batch_size=4))
+                first.batches = second.batches = 0
+                card = evaluate(stub, make_request(entries, batch_size=4))
+                assert first.batches > 0 and second.batches > 0
+                assert first.batches + second.batches == 10
+                replica_a.stop_family("surface")
+                served_before = second.batches
+                after = evaluate(stub, make_request(entries, batch_size=4))
+                assert second.batches - served_before == 10
+    for key in ("chrf_plus_plus", "bleu", "ter", "exact_match_rate"):
+        assert card["scores"][key] == pytest.approx(undisturbed["scores"][key])
+        assert after["scores"][key] == pytest.approx(undisturbed["scores"][key])
+    assert not any("surface" in w and "failed" in w for w in after["warnings"])
