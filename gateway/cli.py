@@ -91,6 +91,7 @@ def cmd_evaluate(args) -> int:
     except InputError as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
     request = build_request(corpus, predictions, meta, glossary, args.batch_size or 0, args.seed, args.resamples or 0)
+    request.options.disable_plugins = args.no_plugins
     with _gateway_or_embedded(args.gateway) as address:
         try:
             card = _stream_evaluation(address, request)
@@ -198,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--batch-size", type=int, help="entries per family call")
     evaluate.add_argument("--seed", type=int, help="bootstrap seed (default 12345, as sacreBLEU)")
     evaluate.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
+    evaluate.add_argument("--no-plugins", action="store_true",
+                          help="universal metrics only: leave the target language's eval-standard plugins out")
     evaluate.add_argument("--source-lang", help="source language (for a bare list of entries)")
     evaluate.add_argument("--target-lang", help="target language (for a bare list of entries)")
     evaluate.set_defaults(handler=cmd_evaluate)

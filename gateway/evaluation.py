@@ -60,6 +60,8 @@ def _batch_entries(request: gateway_pb2.EvaluateRequest) -> list[family_pb2.Batc
 def make_batches(request, run_id: str, batch_size: int) -> list[family_pb2.ScoreBatchRequest]:
     entries = _batch_entries(request)
     options = {"comet_model": request.meta.comet_model} if request.meta.HasField("comet_model") else {}
+    if request.options.disable_plugins:
+        options["plugins"] = "off"
     return [
         family_pb2.ScoreBatchRequest(
             run_id=run_id,

@@ -13,6 +13,9 @@ from services.contract import BatchContext, BatchOutput, ComponentInfo, EntryInp
 from services.structural.morphology import matched_gold
 from services.structural.orthography import rules_for, violations
 
+# Request option that turns a language's eval-standard plugins off.
+PLUGINS_OFF = "off"
+
 # Rejected words listed per entry, at most (the counts are always complete).
 MAX_LISTED = 20
 
@@ -36,6 +39,8 @@ class StructuralScorer:
     def __init__(self, languages: list[str] | None = None, registry: AnalyzerRegistry | None = None):
         self._languages = sorted(languages or [])
         self.registry = registry or AnalyzerRegistry()
+        # Language code -> discovered eval-standard plugins, built once.
+        self._plugins: dict = {}
 
     def languages(self) -> list[str]:
         return self._languages
@@ -55,6 +60,37 @@ class StructuralScorer:
         except AnalyzerMissing as error:
             warnings.append(f"{error}; fst_acceptance_rate and morphological_accuracy are null")
             return None
+
+    def _plugins_for(self, card: LanguageCard, analyzer: Analyzer | None):
+        from eval_standards.plugins import discover
+
+        if card.code not in self._plugins:
+            self._plugins[card.code] = discover(card, analyzer)
+        return self._plugins[card.code]
+
+    def _run_plugins(self, card, analyzer, entries, outputs, signatures, warnings, options) -> None:
+        """Each plugin's metric, verdict and reasons per entry; a plugin that
+        fails on any entry gives no values for the batch (and a warning)."""
+        if options.get("plugins") == PLUGINS_OFF:
+            return
+        from eval_standards.plugins import statistics
+
+        discovered = self._plugins_for(card, analyzer)
+        warnings.extend(discovered.problems)
+        for plugin in discovered.plugins:
+            try:
+                verdicts = [plugin.score_entry(entry) for entry in entries]
+            except Exception as error:
+                warnings.append(f"plugin {plugin.id} failed: {type(error).__name__}: {error}; "
+                                f"{plugin.metric} keeps its universal value")
+                continue
+            for output, verdict in zip(outputs, verdicts):
+                output.values[plugin.metric] = verdict.value
+                output.values[plugin.verdict_key] = verdict.verdict
+                output.values[f"{plugin.id}_reasons"] = list(verdict.reasons)
+                output.stats[plugin.metric] = statistics(verdict)
+            signatures[plugin.metric] = (f"standard:eval_standards.{card.code}.{type(plugin).__name__}"
+                                         f"|version:{__version__}")
 
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         card = context.target
@@ -84,7 +120,9 @@ class StructuralScorer:
                 values["orthographic_violations"] = wrong[:MAX_LISTED]
                 stats["orthographic_accuracy"] = [float(correct), float(len(words))]
             outputs.append(EntryOutput(id=entry.id, values=values, stats=stats))
-        return BatchOutput(entries=outputs, signatures=self._signatures(analyzer, rule_names), warnings=warnings)
+        signatures = self._signatures(analyzer, rule_names)
+        self._run_plugins(card, analyzer, entries, outputs, signatures, warnings, context.options)
+        return BatchOutput(entries=outputs, signatures=signatures, warnings=warnings)
 
     @staticmethod
     def _fst_acceptance(analyzer: Analyzer, words: list[str], values: dict, stats: dict) -> None:
