@@ -58,7 +58,7 @@ proto: $(STAMP)
 	$(MAKE) $(STUBS)
 
 run: install
-	$(BIN)/champollion evaluate $(EXAMPLE)/corpus.json $(EXAMPLE)/predictions.jsonl \
+	@$(BIN)/champollion evaluate $(EXAMPLE)/corpus.json $(EXAMPLE)/predictions.jsonl \
 		--meta $(EXAMPLE)/meta.json --glossary $(EXAMPLE)/glossary.json
 
 test: install

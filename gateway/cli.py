@@ -71,7 +71,8 @@ def _stream_evaluation(address: str, request: gateway_pb2.EvaluateRequest) -> di
                     return run_card_from_proto(update.run_card)
                 if bar is None:
                     # Shown only once scoring has run for more than a moment.
-                    bar = tqdm(total=update.batches_total, unit="batch", file=sys.stderr, delay=0.5, desc="scoring")
+                    bar = tqdm(total=update.batches_total, unit="batch", file=sys.stderr, delay=0.5, desc="scoring",
+                               leave=False)
                 bar.update(update.batches_done - bar.n)
         finally:
             if bar is not None:

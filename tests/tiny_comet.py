@@ -7,15 +7,19 @@ after the imports):
   XLM-R-style encoder (``config.json``) and its tokenizer, a sentencepiece
   model trained here on a few hundred generated sentences;
 - ``models/champollion/tiny-comet/``: COMET's regression model class on that
-  encoder, saved as ``checkpoints/model.ckpt`` + ``hparams.yaml``, the layout
-  ``comet.load_from_checkpoint`` reads.
+  encoder (reads source, translation and reference, as wmt22-comet-da), saved
+  as ``checkpoints/model.ckpt`` + ``hparams.yaml``, the layout
+  ``comet.load_from_checkpoint`` reads;
+- ``models/champollion/tiny-comet-qe/``: the reference-free regression class
+  (source and translation only, as CometKiwi or AfriCOMET-MTL).
 
 The checkpoint stores its encoder as ``pretrained_model`` and loading always
 fetches that encoder's tokenizer and config, so it names the local
 ``encoder/`` directory by absolute path. The weights are random (seeded): the
 scores mean nothing, but every step of the real loading and prediction code
-runs. Usable as a script: ``python -m tests.tiny_comet [DIR]`` prints the
-model directory.
+runs. Usable as a script: ``python -m tests.tiny_comet [DIR [SIZE]]`` prints
+the model directory; SIZE "base" or "large" builds the same models with the
+compute of XLM-R base/large (random weights) for benchmarks.
 """
 from __future__ import annotations
 
@@ -29,8 +33,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_BUILD_DIR = REPO / "build" / "tiny-comet"
 MODEL_ID = "champollion/tiny-comet"
+QE_MODEL_ID = "champollion/tiny-comet-qe"
 # Bumped whenever what is built changes, so a stale cache is rebuilt.
-BUILD_VERSION = "1"
+BUILD_VERSION = "3"
+# Encoder and estimator sizes. "tiny" is what the tests use; "base" and
+# "large" have the compute of XLM-R base / large (and of wmt22-comet-da's
+# estimator) with random weights, for benchmarks only.
+SIZES = {
+    "tiny": {"hidden": 32, "layers": 2, "heads": 2, "intermediate": 64, "estimator": [64, 32]},
+    "base": {"hidden": 768, "layers": 12, "heads": 12, "intermediate": 3072, "estimator": [2048, 1024]},
+    "large": {"hidden": 1024, "layers": 24, "heads": 16, "intermediate": 4096, "estimator": [3072, 1024]},
+}
 SEED = 20240531
 
 _SUBJECTS = {
@@ -60,12 +73,12 @@ def training_sentences() -> list[str]:
     return sentences
 
 
-def _checkpoint_dir(root: Path) -> Path:
-    return root / "models" / MODEL_ID
+def _checkpoint_dir(root: Path, model_id: str) -> Path:
+    return root / "models" / model_id
 
 
-def checkpoint_path(root: Path = DEFAULT_BUILD_DIR) -> Path:
-    return _checkpoint_dir(root) / "checkpoints" / "model.ckpt"
+def checkpoint_path(root: Path = DEFAULT_BUILD_DIR, model_id: str = MODEL_ID) -> Path:
+    return _checkpoint_dir(root, model_id) / "checkpoints" / "model.ckpt"
 
 
 def _offline() -> None:
@@ -74,7 +87,7 @@ def _offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def _build_encoder(encoder_dir: Path, work: Path) -> None:
+def _build_encoder(encoder_dir: Path, work: Path, size: dict) -> None:
     import sentencepiece as spm
     from transformers import XLMRobertaConfig, XLMRobertaTokenizerFast
 
@@ -90,22 +103,24 @@ def _build_encoder(encoder_dir: Path, work: Path) -> None:
     tokenizer = XLMRobertaTokenizerFast(vocab_file=str(work / "sp.model"))
     tokenizer.save_pretrained(str(encoder_dir))
     config = XLMRobertaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=130, pad_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer), hidden_size=size["hidden"], num_hidden_layers=size["layers"],
+        num_attention_heads=size["heads"], intermediate_size=size["intermediate"],
+        max_position_embeddings=514, pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, type_vocab_size=1,
     )
     config.save_pretrained(str(encoder_dir))
 
 
-def _build_model(encoder_dir: Path, model_dir: Path) -> None:
+def _build_model(encoder_dir: Path, model_dir: Path, reference_free: bool, size: dict) -> None:
     import pytorch_lightning as ptl
     import torch
     import yaml
-    from comet.models import RegressionMetric
+    from comet.models import ReferencelessRegression, RegressionMetric
 
     torch.manual_seed(SEED)
-    model = RegressionMetric(
-        pretrained_model=str(encoder_dir), encoder_model="XLM-RoBERTa", hidden_sizes=[64, 32],
+    model_class = ReferencelessRegression if reference_free else RegressionMetric
+    model = model_class(
+        pretrained_model=str(encoder_dir), encoder_model="XLM-RoBERTa", hidden_sizes=size["estimator"],
         layer="mix", layer_transformation="softmax", layer_norm=True, pool="avg", dropout=0.1,
         final_activation="Sigmoid", load_pretrained_weights=False, local_files_only=True,
     )
@@ -124,14 +139,14 @@ def _build_model(encoder_dir: Path, model_dir: Path) -> None:
     (model_dir / "hparams.yaml").write_text(yaml.safe_dump(hparams, sort_keys=True), encoding="utf-8")
 
 
-def build_tiny_comet(root: Path = DEFAULT_BUILD_DIR) -> Path:
-    """The model directory (``<root>/models``), building it when missing or stale.
-
-    Inside it, ``champollion/tiny-comet`` is the model id."""
+def build_comet(root: Path, size: str = "tiny") -> Path:
+    """The model directory (``<root>/models``) with MODEL_ID and QE_MODEL_ID
+    of the given size, building them when missing or stale."""
     root = Path(root).resolve()
     stamp = root / "stamp.json"
-    expected = {"version": BUILD_VERSION, "encoder": str(root / "encoder")}
-    if stamp.is_file() and json.loads(stamp.read_text()) == expected and checkpoint_path(root).is_file():
+    expected = {"version": BUILD_VERSION, "size": size, "encoder": str(root / "encoder")}
+    built = all(checkpoint_path(root, model_id).is_file() for model_id in (MODEL_ID, QE_MODEL_ID))
+    if stamp.is_file() and json.loads(stamp.read_text()) == expected and built:
         return root / "models"
     _offline()
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -142,13 +157,21 @@ def build_tiny_comet(root: Path = DEFAULT_BUILD_DIR) -> Path:
         shutil.rmtree(root, ignore_errors=True)
         encoder_dir = root / "encoder"
         encoder_dir.mkdir(parents=True)
-        _build_encoder(encoder_dir, staging)
-        _build_model(encoder_dir, _checkpoint_dir(root))
+        _build_encoder(encoder_dir, staging, SIZES[size])
+        _build_model(encoder_dir, _checkpoint_dir(root, MODEL_ID), reference_free=False, size=SIZES[size])
+        _build_model(encoder_dir, _checkpoint_dir(root, QE_MODEL_ID), reference_free=True, size=SIZES[size])
         stamp.write_text(json.dumps(expected), encoding="utf-8")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return root / "models"
 
 
+def build_tiny_comet(root: Path = DEFAULT_BUILD_DIR) -> Path:
+    """The tests' model directory, built once and cached under build/tiny-comet."""
+    return build_comet(root, "tiny")
+
+
 if __name__ == "__main__":
-    print(build_tiny_comet(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_BUILD_DIR))
+    # python -m tests.tiny_comet [DIR [tiny|base|large]]
+    print(build_comet(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_BUILD_DIR,
+                      sys.argv[2] if len(sys.argv) > 2 else "tiny"))
