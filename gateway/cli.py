@@ -25,6 +25,7 @@ from gateway.inputs import (
     load_predictions,
     load_run_card_for_compare,
     locate_invalid,
+    request_parts,
 )
 from gateway.run_card import message_to_dict, run_card_from_proto
 from gateway.stack import EmbeddedStack, start_family, start_gateway, start_stack
@@ -66,7 +67,8 @@ def _stream_evaluation(address: str, request: gateway_pb2.EvaluateRequest) -> di
         stub = gateway_pb2_grpc.GatewayStub(channel)
         bar = None
         try:
-            for update in stub.EvaluateStream(request):
+            # Sent in parts, so that a run larger than one gRPC message fits.
+            for update in stub.EvaluateUpload(request_parts(request)):
                 if update.HasField("run_card"):
                     return run_card_from_proto(update.run_card)
                 if bar is None:

@@ -250,6 +250,24 @@ def load_run_card_for_compare(path: Path) -> run_card_pb2.RunCard:
         raise InputError(f"{path}: not a Champollion run card: {error}") from None
 
 
+def request_parts(request: gateway_pb2.EvaluateRequest, entries_per_part: int = 2000):
+    """The request as EvaluateUpload parts: the header (everything but the
+    entries and predictions), then the entries and predictions in slices.
+    Merged in order (protobuf MergeFrom appends repeated fields) they give
+    back the request."""
+    header = gateway_pb2.EvaluateRequest()
+    header.CopyFrom(request)
+    del header.corpus.entries[:]
+    del header.predictions[:]
+    yield header
+    entries, predictions = request.corpus.entries, request.predictions
+    for start in range(0, max(len(entries), len(predictions)), entries_per_part):
+        part = gateway_pb2.EvaluateRequest()
+        part.corpus.entries.extend(entries[start:start + entries_per_part])
+        part.predictions.extend(predictions[start:start + entries_per_part])
+        yield part
+
+
 _PREDICTION_PATH = re.compile(r"^predictions\[(\d+)\]")
 _CORPUS_PATH = re.compile(r"^corpus\.")
 _META_PATH = re.compile(r"^meta\.")

@@ -79,6 +79,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Evaluate(self, request, context):
         return gateway_pb2.EvaluateResponse(run_card=await self._run(request, context))
 
+    async def EvaluateUpload(self, request_iterator, context):
+        request = gateway_pb2.EvaluateRequest()
+        async for part in request_iterator:
+            request.MergeFrom(part)
+        async for update in self.EvaluateStream(request, context):
+            yield update
+
     async def EvaluateStream(self, request, context):
         updates: asyncio.Queue = asyncio.Queue()
 

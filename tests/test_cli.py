@@ -122,3 +122,28 @@ def test_compare_rejects_a_file_that_is_not_a_run_card(tmp_path):
     bogus.write_text('{"hello": 1}', encoding="utf-8")
     result = champollion("compare", str(bogus), str(bogus))
     assert result.returncode == 2 and "not a Champollion run card" in result.stderr
+
+
+def test_a_run_larger_than_one_message_goes_through_the_upload(stack):
+    """With a 1 MiB message limit on the client, the unary call is refused
+    and the same run uploaded in parts is scored."""
+    import grpc as grpc_module
+
+    from champollion.eval.v1 import gateway_pb2_grpc
+    from gateway.inputs import request_parts
+    from gateway.run_card import run_card_from_proto
+    from tests.conftest import make_request
+
+    entries = [{"id": f"e{i}", "reference": f"una frase de prueba bastante larga número {i} " * 3}
+               for i in range(4000)]
+    request = make_request(entries)
+    assert request.ByteSize() > 1024 * 1024
+    options = [("grpc.max_send_message_length", 1024 * 1024), ("grpc.max_receive_message_length", -1)]
+    with grpc_module.insecure_channel(stack.gateway_address, options=options) as channel:
+        stub = gateway_pb2_grpc.GatewayStub(channel)
+        with pytest.raises(grpc_module.RpcError) as refused:
+            stub.Evaluate(request, timeout=60)
+        assert refused.value.code() == grpc_module.StatusCode.RESOURCE_EXHAUSTED
+        updates = list(stub.EvaluateUpload(request_parts(request, entries_per_part=500), timeout=300))
+    card = run_card_from_proto(updates[-1].run_card)
+    assert card["scores"]["total"] == 4000 and card["scores"]["exact_match_rate"] == 1.0
