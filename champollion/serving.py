@@ -18,6 +18,10 @@ SERVER_OPTIONS = [
     # Accept the gateway's keepalive pings (every 30 s, also between calls).
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 20_000),
+    # Close connections after a while (gracefully, letting batches finish) so
+    # that clients re-resolve DNS and spread work onto replicas added since.
+    ("grpc.max_connection_age_ms", 300_000),
+    ("grpc.max_connection_age_grace_ms", 300_000),
 ]
 
 

@@ -15,6 +15,7 @@ from tqdm import tqdm
 from champollion import logs
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from champollion.serving import MAX_MESSAGE_BYTES
+from gateway import local_cluster
 from gateway.config import GatewayConfig, load_config
 from gateway.inputs import (
     InputError,
@@ -173,7 +174,9 @@ async def _serve(args) -> None:
         loop.add_signal_handler(signum, stop.set)
     await stop.wait()
     for server in servers:
-        await server.stop(grace=5.0)
+        # Long enough for a batch in flight to finish on a scale-down or rollout
+        # (the Kubernetes manifests allow 30 s to shut down).
+        await server.stop(grace=25.0)
 
 
 def cmd_serve(args) -> int:
@@ -229,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--out", help="write the comparison here instead of stdout")
     compare.set_defaults(handler=cmd_compare)
 
+    up = commands.add_parser("up", help="the distributed topology on this machine: a process per family "
+                                        "(two structural replicas) and a gateway in front")
+    local_cluster.add_arguments(up)
+    up.set_defaults(handler=local_cluster.run)
+
     describe = commands.add_parser("describe", help="what is loaded: families, metrics, languages")
     describe.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
     describe.set_defaults(handler=cmd_describe)
@@ -237,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command != "serve":
+    if args.command not in ("serve", "up"):
         # Service logs would clutter a command's output; only problems show.
         logs.configure("WARNING")
     try:

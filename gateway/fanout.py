@@ -38,6 +38,12 @@ CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.service_config", json.dumps(SERVICE_CONFIG)),
     ("grpc.enable_retries", 1),
+    # A retried call is replayed from a buffer; batches of long texts exceed
+    # gRPC's 256 KiB default, which would silently turn retries off.
+    ("grpc.per_rpc_retry_buffer_size", 64 * 1024 * 1024),
+    ("grpc.retry_buffer_size", 256 * 1024 * 1024),
+    # Replicas added behind a headless Service are seen within 10 s.
+    ("grpc.dns_min_time_between_resolutions_ms", 10_000),
     # Find dead connections to idle replicas before a batch is sent there.
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),

