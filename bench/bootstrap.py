@@ -56,7 +56,7 @@ def main() -> int:
         entry["difficulty"] = 1 + index % 5  # five tiers, for the per-tier intervals
     print(f"{len(entries)} entries, 1000 resamples, seed 12345")
 
-    with EmbeddedStack() as stack, grpc.insecure_channel(stack.gateway_address, options=UNLIMITED) as channel:
+    with EmbeddedStack(families=("surface",)) as stack, grpc.insecure_channel(stack.gateway_address, options=UNLIMITED) as channel:
         stub = gateway_pb2_grpc.GatewayStub(channel)
         cards = []
         for run in (run_a, run_b):
