@@ -3,7 +3,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= test,ko,ja,fst,behavioral
+EXTRAS ?= test,ko,ja,fst,behavioral,comet
 STAMP  := $(VENV)/.installed
 PROTOS := $(wildcard protos/champollion/eval/v1/*.proto)
 STUBS  := champollion/eval/v1/gateway_pb2.py

@@ -96,6 +96,8 @@ def cmd_evaluate(args) -> int:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
     request = build_request(corpus, predictions, meta, glossary, args.batch_size or 0, args.seed, args.resamples or 0)
     request.options.disable_plugins = args.no_plugins
+    if args.comet_model:
+        request.meta.comet_model = args.comet_model
     with _gateway_or_embedded(args.gateway) as address:
         try:
             card = _stream_evaluation(address, request)
@@ -165,7 +167,9 @@ async def _serve(args) -> None:
                 config = load_config(args.config) if args.config else GatewayConfig()
                 server, port, _ = await start_gateway(config, address)
             else:
-                server, port = await start_family(name, address, languages=args.languages)
+                options = {key: value for key, value in (("device", args.device), ("comet_dir", args.comet_dir))
+                           if value}
+                server, port = await start_family(name, address, languages=args.languages, **options)
             servers.append(server)
             print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
     stop = asyncio.Event()
@@ -205,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--batch-size", type=int, help="entries per family call")
     evaluate.add_argument("--seed", type=int, help="bootstrap seed (default 12345, as sacreBLEU)")
     evaluate.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
+    evaluate.add_argument("--comet-model", help="COMET model id for this run, instead of the card's choice")
     evaluate.add_argument("--no-plugins", action="store_true",
                           help="universal metrics only: leave the target language's eval-standard plugins out")
     evaluate.add_argument("--source-lang", help="source language (for a bare list of entries)")
@@ -220,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="gateway config YAML (with --family gateway)")
     serve.add_argument("--languages", type=lambda text: [code.strip() for code in text.split(",") if code.strip()],
                        help="comma-separated target languages a structural service loads and serves (default: all)")
+    serve.add_argument("--device", choices=("cpu", "cuda"), help="semantic family: where COMET runs")
+    serve.add_argument("--comet-dir", help="semantic family: directory of local COMET models")
     serve.add_argument("--log-level", default="INFO")
     serve.set_defaults(handler=cmd_serve)
 

@@ -17,10 +17,11 @@ from services.registry import EXTRA_SERVICES, IMPLEMENTED
 
 
 async def start_family(
-    name: str, address: str, servicer=None, languages: list[str] | None = None
+    name: str, address: str, servicer=None, languages: list[str] | None = None, **options
 ) -> tuple[grpc.aio.Server, int]:
-    """One family's server; `languages` restricts what it serves (structural)."""
-    servicer = servicer or IMPLEMENTED[name](languages=languages)
+    """One family's server; `languages` restricts what it serves (structural),
+    `options` go to the family's factory (semantic: device, comet_dir, ...)."""
+    servicer = servicer or IMPLEMENTED[name](languages=languages, **options)
     service_names = [FAMILY_SERVICE]
 
     def register(server):

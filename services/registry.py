@@ -8,6 +8,7 @@ import grpc
 
 from services.behavioral.servicer import create_servicer as create_behavioral
 from services.compliance.servicer import create_servicer as create_compliance
+from services.semantic.servicer import create_servicer as create_semantic
 from services.servicer import FamilyServicer
 from services.structural.servicer import create_servicer as create_structural
 from services.structural.servicer import register_extra as register_structural_extra
@@ -18,6 +19,7 @@ ALL_FAMILIES = ("surface", "structural", "semantic", "behavioral", "compliance")
 IMPLEMENTED: dict[str, Callable[..., FamilyServicer]] = {
     "surface": create_surface,
     "structural": create_structural,
+    "semantic": create_semantic,
     "behavioral": create_behavioral,
     "compliance": create_compliance,
 }

@@ -45,8 +45,8 @@ def test_describe_embedded_lists_families_and_languages():
     families = {f["family"]: f for f in description["families"]}
     assert families["surface"]["reachable"] is True
     assert "chrf_plus_plus" in families["surface"]["description"]["metrics"]
-    assert families["structural"]["reachable"] is True
-    assert families["semantic"]["error"] == "not configured"
+    assert all(family["reachable"] for family in families.values()), families
+    assert set(families) == {"surface", "structural", "semantic", "behavioral", "compliance"}
     languages = {l["code"]: l for l in description["languages"]}
     assert languages["kor"]["bleu_tokenizer"] == "ko-mecab"
     assert languages["crk"]["profile"] == "A"
@@ -88,10 +88,10 @@ def test_unreachable_gateway_is_a_clear_failure():
     assert "UNAVAILABLE" in result.stderr
 
 
-def test_serving_an_unimplemented_family_says_so():
-    result = champollion("serve", "--family", "semantic")
+def test_serving_an_unknown_family_says_so():
+    result = champollion("serve", "--family", "lexical")
     assert result.returncode == 2
-    assert "not implemented yet" in result.stderr
+    assert "unknown family: lexical" in result.stderr
 
 
 def test_compare_two_run_cards(tmp_path):
