@@ -14,7 +14,11 @@ from typing import Iterator
 
 import numpy as np
 
-from champollion.sacrebleu_adapter import SACREBLEU_METRICS, build_metric, score_from_statistics
+from champollion.sacrebleu_adapter import (
+    SACREBLEU_METRICS,
+    build_metric,
+    score_from_statistics,
+)
 
 DEFAULT_SEED = 12345
 DEFAULT_RESAMPLES = 1000

@@ -11,7 +11,11 @@ from typing import Callable
 
 import numpy as np
 
-from champollion.sacrebleu_adapter import SACREBLEU_METRICS, build_metric, score_from_statistics
+from champollion.sacrebleu_adapter import (
+    SACREBLEU_METRICS,
+    build_metric,
+    score_from_statistics,
+)
 
 
 def rate_from_sums(sums: np.ndarray) -> float | None:

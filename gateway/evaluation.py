@@ -10,9 +10,14 @@ import numpy as np
 
 from champollion.cards import LanguageCard
 from champollion.eval.v1 import family_pb2, gateway_pb2
-from gateway.bootstrap import ALPHA, DEFAULT_RESAMPLES, DEFAULT_SEED, confidence_intervals
-from gateway.composite import WEIGHTS, Composite, compute_composite, quality_tier
+from gateway.bootstrap import (
+    ALPHA,
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    confidence_intervals,
+)
 from gateway.breakdowns import breakdown, provenance_key, size_warnings, tier_intervals
+from gateway.composite import WEIGHTS, Composite, compute_composite, quality_tier
 from gateway.config import GatewayConfig
 from gateway.corpus import corpus_values
 from gateway.costs import (

@@ -10,7 +10,6 @@ from champollion.cards import CardRegistry, LanguageCard, UnknownLanguage
 from champollion.eval.v1 import gateway_pb2
 from gateway.costs import TOKEN_FIELDS, parse_timestamp
 
-
 MAX_RESAMPLES = 100_000
 
 

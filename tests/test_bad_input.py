@@ -9,7 +9,7 @@ import sys
 import grpc
 import pytest
 
-from tests.conftest import EXAMPLE, evaluate, make_request
+from tests.conftest import evaluate, make_request
 
 ENTRIES = [{"id": "a", "reference": "Hola"}, {"id": "b", "reference": "Adiós"}]
 

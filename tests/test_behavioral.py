@@ -127,8 +127,8 @@ def test_consistency_is_the_majority_share_per_repeated_term(scorer):
 
 
 def test_example_card_has_behavioral_metrics(gateway):
-    from tests.test_run_card import example_request
     from tests.conftest import evaluate
+    from tests.test_run_card import example_request
     card = evaluate(gateway, example_request())
     scores = card["scores"]
     for key in ("code_switching_rate", "hallucination_rate", "terminology_adherence",

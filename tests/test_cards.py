@@ -1,7 +1,12 @@
 """Language cards load, carry what the services need, and reject mistakes."""
 import pytest
 
-from champollion.cards import CardRegistry, InvalidCard, UnknownLanguage, default_registry
+from champollion.cards import (
+    CardRegistry,
+    InvalidCard,
+    UnknownLanguage,
+    default_registry,
+)
 
 REQUIRED_LANGUAGES = {"eng", "spa", "deu", "kor", "jpn", "zho", "crk", "iku"}
 

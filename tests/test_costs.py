@@ -4,7 +4,14 @@ import math
 import numpy as np
 import pytest
 
-from gateway.costs import EntryUsage, Pricing, compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
+from gateway.costs import (
+    EntryUsage,
+    Pricing,
+    compute_speed,
+    compute_totals,
+    cost_adjusted,
+    run_elapsed_seconds,
+)
 
 
 def usage(prompt, completion, reasoning=0, cached=0):

@@ -7,7 +7,13 @@ import pytest
 
 from champollion.eval.v1 import gateway_pb2_grpc
 from gateway.composite import WEIGHTS
-from gateway.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
+from gateway.inputs import (
+    build_request,
+    load_corpus,
+    load_glossary,
+    load_meta,
+    load_predictions,
+)
 from gateway.run_card import run_card_from_proto, run_card_to_proto
 from gateway.stack import EmbeddedStack
 from tests.conftest import EXAMPLE, evaluate, load_schema, make_request

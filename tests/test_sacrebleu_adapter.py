@@ -2,7 +2,12 @@
 import pytest
 import sacrebleu
 
-from champollion.sacrebleu_adapter import build_metric, score_from_statistics, segment_statistics, signature
+from champollion.sacrebleu_adapter import (
+    build_metric,
+    score_from_statistics,
+    segment_statistics,
+    signature,
+)
 
 HYPOTHESES = ["The cat sat on the mat.", "A dog barked loudly at night", ""]
 REFERENCES = ["The cat is sitting on the mat.", "The dog barked at night.", "Nothing was said."]

@@ -17,7 +17,11 @@ from gateway.stack import EmbeddedStack
 from services.contract import BatchContext, EntryInput
 from services.semantic.batching import DirectBatcher, MicroBatcher, sorted_chunks
 from services.semantic.comet_runner import CometRunner
-from services.semantic.embeddings import EMBEDDING_LANGUAGES, SentenceEmbedder, semantic_scores
+from services.semantic.embeddings import (
+    EMBEDDING_LANGUAGES,
+    SentenceEmbedder,
+    semantic_scores,
+)
 from services.semantic.metrics import CometPool, SemanticScorer
 from services.semantic.models import (
     DEFAULT_COMET_MODEL,

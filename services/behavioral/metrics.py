@@ -11,7 +11,14 @@ from services.behavioral.hallucination import hallucinated
 from services.behavioral.lexicons import LexiconMissing, lemma_table, lexicon
 from services.behavioral.numbers import numbers_in
 from services.behavioral.terminology import applies, lemmatised, rendering_used
-from services.contract import BatchContext, BatchOutput, ComponentInfo, EntryInput, EntryOutput, Term
+from services.contract import (
+    BatchContext,
+    BatchOutput,
+    ComponentInfo,
+    EntryInput,
+    EntryOutput,
+    Term,
+)
 
 # Run-level label: renderings per glossary term, in glossary order, so the
 # gateway can read the summed consistency counts term by term.

@@ -12,9 +12,19 @@ from dataclasses import dataclass
 
 from champollion import __version__
 from champollion.cards import LanguageCard
-from services.compliance.placeholders import RECOGNISED_SYNTAXES, scan_placeholders, variable_integrity
+from services.compliance.placeholders import (
+    RECOGNISED_SYNTAXES,
+    scan_placeholders,
+    variable_integrity,
+)
 from services.compliance.rules import casing_compliance, quote_compliance
-from services.contract import BatchContext, BatchOutput, ComponentInfo, EntryInput, EntryOutput
+from services.contract import (
+    BatchContext,
+    BatchOutput,
+    ComponentInfo,
+    EntryInput,
+    EntryOutput,
+)
 
 WEIGHTS = {"variable_integrity": 0.6, "quotes": 0.2, "casing": 0.2}
 SIGNATURE = (

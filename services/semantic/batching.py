@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Sequence, TypeVar
 
-
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 

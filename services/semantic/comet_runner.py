@@ -25,7 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from services.semantic.batching import sorted_chunks
-from services.semantic.models import CometModelDirectory, ModelLocation, checkpoint_sha256
+from services.semantic.models import (
+    CometModelDirectory,
+    ModelLocation,
+    checkpoint_sha256,
+)
 
 DEVICES = ("cpu", "cuda")
 

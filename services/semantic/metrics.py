@@ -15,16 +15,31 @@ import structlog
 
 from champollion import __version__
 from champollion.cards import LanguageCard
-from services.contract import BatchContext, BatchOutput, ComponentInfo, EntryInput, EntryOutput
+from services.contract import (
+    BatchContext,
+    BatchOutput,
+    ComponentInfo,
+    EntryInput,
+    EntryOutput,
+)
 from services.semantic.batching import DirectBatcher, MicroBatcher, make_batcher
-from services.semantic.comet_runner import DEVICES, CometRunner, CometUnavailable, comet_version
+from services.semantic.comet_runner import (
+    DEVICES,
+    CometRunner,
+    CometUnavailable,
+    comet_version,
+)
 from services.semantic.embeddings import (
     EMBEDDING_MODEL,
     EmbeddingUnavailable,
     SentenceEmbedder,
     semantic_scores,
 )
-from services.semantic.models import CometModelDirectory, ModelNotFound, resolve_comet_model
+from services.semantic.models import (
+    CometModelDirectory,
+    ModelNotFound,
+    resolve_comet_model,
+)
 
 log = structlog.get_logger()
 

@@ -9,7 +9,13 @@ from champollion import __version__
 from champollion.analyzers import Analyzer, AnalyzerMissing, AnalyzerRegistry
 from champollion.cards import LanguageCard
 from champollion.words import words_of
-from services.contract import BatchContext, BatchOutput, ComponentInfo, EntryInput, EntryOutput
+from services.contract import (
+    BatchContext,
+    BatchOutput,
+    ComponentInfo,
+    EntryInput,
+    EntryOutput,
+)
 from services.structural.morphology import matched_gold
 from services.structural.orthography import rules_for, violations
 

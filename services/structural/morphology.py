@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from champollion.analyzers import ParsedAnalysis
 
+
 def feature_key(feature: str) -> str:
     return feature.strip("+<>").lower()
 

@@ -15,7 +15,13 @@ from champollion.sacrebleu_adapter import (
     signature,
 )
 from champollion.text import normalise_for_match
-from services.contract import BatchContext, BatchOutput, ComponentInfo, EntryInput, EntryOutput
+from services.contract import (
+    BatchContext,
+    BatchOutput,
+    ComponentInfo,
+    EntryInput,
+    EntryOutput,
+)
 
 
 def length_ratio(prediction: str, reference: str) -> float | None:
