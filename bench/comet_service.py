@@ -271,7 +271,8 @@ def main() -> int:
     needed = max(args.segments, args.clients * args.requests * args.entries_per_request)
     entries, predictions = segments(needed)
     bench_scorer = scorer(models, args)
-    embedded = EmbeddedStack(families=(), servicers={"semantic": FamilyServicer(bench_scorer)})
+    # As create_servicer builds it: 32 scoring threads, so concurrent requests can wait together.
+    embedded = EmbeddedStack(families=(), servicers={"semantic": FamilyServicer(bench_scorer, scoring_threads=32)})
     if args.scorer_threads:
         # FamilyServicer scores on the event loop's default executor
         # (min(32, CPUs + 4) threads: 6 on a 2-CPU machine), which caps the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import structlog
@@ -49,9 +50,16 @@ def response_from_output(family: str, output: BatchOutput) -> family_pb2.ScoreBa
 
 
 class FamilyServicer(family_pb2_grpc.FamilyServicer):
-    def __init__(self, scorer: FamilyScorer, cards: CardRegistry | None = None):
+    def __init__(self, scorer: FamilyScorer, cards: CardRegistry | None = None, scoring_threads: int | None = None):
         self.scorer = scorer
         self.cards = cards or default_registry()
+        # Threads that score batches; None shares asyncio's default pool. A
+        # family that groups concurrent requests (semantic micro-batching)
+        # needs more waiting callers than that pool allows on a small machine.
+        self._executor = ThreadPoolExecutor(scoring_threads, f"{scorer.name}-score") if scoring_threads else None
+
+    async def _in_thread(self, function, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
 
     def _context_for(self, request) -> BatchContext:
         return BatchContext(
@@ -79,8 +87,8 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
         try:
             # Scoring is CPU-bound: keep the event loop free for health checks
             # and other batches while it runs.
-            output = await asyncio.to_thread(self.scorer.score, entries, batch_context)
-            response = await asyncio.to_thread(response_from_output, self.scorer.name, output)
+            output = await self._in_thread(self.scorer.score, entries, batch_context)
+            response = await self._in_thread(response_from_output, self.scorer.name, output)
         except Exception as error:  # the batch fails; the server stays up
             log.exception("score_batch_failed", run_id=request.run_id, family=self.scorer.name, entries=len(entries))
             await context.abort(grpc.StatusCode.INTERNAL, f"{self.scorer.name}: {type(error).__name__}: {error}")
