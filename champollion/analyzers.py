@@ -9,7 +9,6 @@ so a run card can say exactly which analyzer scored it.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import threading
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from champollion.cards import LanguageCard
+from champollion.files import sha256_of_file
 
 DEFAULT_FST_DIR = Path(__file__).resolve().parents[1] / "build" / "fst"
 # Flag diacritics (@P.PERS.1@, ...): the Python binding returns them inside
@@ -34,14 +34,6 @@ def analyzer_dirs() -> list[Path]:
 
 class AnalyzerMissing(LookupError):
     """The card declares analyzers but none of the files exists."""
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -78,7 +70,7 @@ class Analyzer:
         import hfst  # optional dependency: imported only when an analyzer is used
 
         transducer = hfst.HfstInputStream(str(path)).read()
-        return cls(path=path, sha256=_sha256(path), compounds=compounds, tag_format=tag_format,
+        return cls(path=path, sha256=sha256_of_file(path), compounds=compounds, tag_format=tag_format,
                    _transducer=transducer)
 
     def _lookup(self, form: str, limit: int) -> list[str]:

@@ -30,7 +30,7 @@ from gateway.inputs import (
 )
 from gateway.run_card import message_to_dict, run_card_from_proto
 from gateway.stack import EmbeddedStack, start_family, start_gateway, start_stack
-from services.registry import ALL_FAMILIES, IMPLEMENTED
+from services.registry import IMPLEMENTED
 
 EXIT_INVALID_INPUT = 2
 EXIT_FAILURE = 1
@@ -187,9 +187,7 @@ def cmd_serve(args) -> int:
     unknown = [name for name in args.family if name != "gateway" and name not in IMPLEMENTED]
     if unknown:
         known = ", ".join(["gateway", *IMPLEMENTED])
-        not_built = [name for name in unknown if name in ALL_FAMILIES]
-        detail = f" ({', '.join(not_built)} not implemented yet)" if not_built else ""
-        raise CliError(f"unknown family: {', '.join(unknown)}{detail}; available: {known}", EXIT_INVALID_INPUT)
+        raise CliError(f"unknown family: {', '.join(unknown)}; available: {known}", EXIT_INVALID_INPUT)
     logs.configure(args.log_level)
     asyncio.run(_serve(args))
     return 0

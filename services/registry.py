@@ -14,8 +14,6 @@ from services.structural.servicer import create_servicer as create_structural
 from services.structural.servicer import register_extra as register_structural_extra
 from services.surface.servicer import create_servicer as create_surface
 
-ALL_FAMILIES = ("surface", "structural", "semantic", "behavioral", "compliance")
-
 IMPLEMENTED: dict[str, Callable[..., FamilyServicer]] = {
     "surface": create_surface,
     "structural": create_structural,

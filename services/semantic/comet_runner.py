@@ -24,11 +24,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from champollion.files import sha256_of_file
 from services.semantic.batching import sorted_chunks
 from services.semantic.models import (
     CometModelDirectory,
     ModelLocation,
-    checkpoint_sha256,
 )
 
 DEVICES = ("cpu", "cuda")
@@ -124,7 +124,7 @@ class CometRunner:
         if fp16:
             model.half()
         self.model = model
-        revision = location.snapshot or f"sha256:{checkpoint_sha256(location.checkpoint)[:16]}"
+        revision = location.snapshot or f"sha256:{sha256_of_file(location.checkpoint)[:16]}"
         self.info = CometInfo(
             model_id=location.model_id,
             revision=revision,

@@ -14,7 +14,6 @@ ever downloaded.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -57,7 +56,7 @@ class ModelLocation:
     model_id: str
     checkpoint: Path
     # Hugging Face snapshot (commit) for the cache layout, else None: the
-    # checkpoint's SHA-256 then stands for it (see checkpoint_sha256).
+    # checkpoint's SHA-256 then stands for it (see champollion.files.sha256_of_file).
     snapshot: str | None
     layout: str  # "hf-cache" or "plain"
 
@@ -121,9 +120,3 @@ class CometModelDirectory:
         return location.checkpoint.parents[4] if location.layout == "hf-cache" else None
 
 
-def checkpoint_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
