@@ -5,12 +5,16 @@ replicas), once with 1 and once with 2 replicas of each family.
 
 Entries are WMT21 en-de segments (every system's output against reference A,
 as bench/wmt21.py reads them), repeated with new ids once the data runs out.
-The whole run is one Evaluate call (one gRPC message each way).
+The run goes through EvaluateUpload, as the CLI sends it: the request in
+parts of 2,000 entries, built as they are sent, and the run card back as the
+card followed by its entries a batch at a time.
 
-Printed per configuration: entries/second of the Evaluate call (start-up not
-counted), batches per replica, request and run-card sizes, and the peak
-resident memory (VmHWM from /proc) of the gateway process and of the largest
-family process, read after the run while they still live.
+Printed per configuration: entries/second of the upload call (start-up not
+counted), batches per replica, the run card's size and largest message, and
+the peak resident memory (VmHWM from /proc) of the gateway process and of the
+largest family process, read after the run while they still live. Run it at
+two sizes (e.g. --entries 20000 and 100000) to see how the gateway's memory
+grows with the run.
 
 Usage: python bench/scale_out.py [--entries N] [--replicas 1,2] [--batch-size N]
 """
@@ -38,25 +42,33 @@ SCORES = ("chrf_plus_plus", "bleu", "ter", "exact_match_rate", "code_switching_r
           "hallucination_rate", "number_mismatch_rate", "compliance_index")
 
 
-def build_request(size: int, batch_size: int) -> gateway_pb2.EvaluateRequest:
+PART_SIZE = 2000
+
+
+def upload_parts(size: int, batch_size: int):
+    """The run as EvaluateUpload parts: the header, then entries with their
+    predictions, each part built when gRPC asks for it."""
     entries, predictions = segments(size)
     available = len(entries)
-    request = gateway_pb2.EvaluateRequest(
+    header = gateway_pb2.EvaluateRequest(
         corpus=gateway_pb2.Corpus(id="wmt21-ende-scale-out", source_lang="eng", target_lang="deu"))
-    for index in range(size):
-        entry, prediction = entries[index % available], predictions[index % available]
-        entry_id = f"{entry['id']}#{index // available}"
-        request.corpus.entries.add(id=entry_id, source=entry["source"], reference=entry["reference"])
-        request.predictions.add(id=entry_id, prediction=prediction["prediction"])
-    request.options.batch_size = batch_size
-    return request
+    header.options.batch_size = batch_size
+    yield header
+    for start in range(0, size, PART_SIZE):
+        part = gateway_pb2.EvaluateRequest()
+        for index in range(start, min(size, start + PART_SIZE)):
+            entry, prediction = entries[index % available], predictions[index % available]
+            entry_id = f"{entry['id']}#{index // available}"
+            part.corpus.entries.add(id=entry_id, source=entry["source"], reference=entry["reference"])
+            part.predictions.add(id=entry_id, prediction=prediction["prediction"])
+        yield part
 
 
 def mib(kb: int | None) -> str:
     return "n/a" if kb is None else f"{kb / 1024:.0f} MiB"
 
 
-def run(replicas: int, request: gateway_pb2.EvaluateRequest) -> dict:
+def run(replicas: int, size: int, batch_size: int) -> dict:
     started = time.perf_counter()
     with LocalCluster(families=FAMILIES, replicas=replicas, startup_timeout=120) as cluster:
         startup_s = time.perf_counter() - started
@@ -66,30 +78,40 @@ def run(replicas: int, request: gateway_pb2.EvaluateRequest) -> dict:
             # round_robin spreads the run from its first batch.
             stub.Describe(family_pb2.DescribeRequest(), timeout=60)
             started = time.perf_counter()
+            card, entries, card_bytes, largest_message = None, 0, 0, 0
             try:
-                response = stub.Evaluate(request, timeout=3600)
+                for update in stub.EvaluateUpload(upload_parts(size, batch_size), timeout=3600):
+                    if update.HasField("run_card"):
+                        card = update.run_card
+                    elif update.entries:
+                        entries += len(update.entries)
+                    card_bytes += update.ByteSize() if card is not None else 0
+                    largest_message = max(largest_message, update.ByteSize())
             except grpc.RpcError as error:
                 return {"replicas": replicas, "error": f"{error.code().name}: {error.details()}"}
             elapsed = time.perf_counter() - started
-        card = response.run_card
+        assert card is not None and entries == card.scores.total == size, (entries, size)
         family_peaks = {p.name: p.peak_rss_kb() for p in cluster.processes}
         largest = max(family_peaks, key=lambda name: family_peaks[name] or 0)
         events = {p.name: [e for e in p.events("score_batch") if e.get("run_id") == card.run_id]
                   for p in cluster.processes}
         batches = {name: len(found) for name, found in events.items()}
         busy = {name: round(sum(e.get("duration_s", 0) for e in found), 1) for name, found in events.items()}
+        spill = [e.get("spill_bytes") for e in cluster.gateway.events("evaluate") if e.get("run_id") == card.run_id]
         return {
             "replicas": replicas,
             "startup_s": startup_s,
             "elapsed_s": elapsed,
-            "entries_per_s": len(request.corpus.entries) / elapsed,
+            "entries_per_s": size / elapsed,
             "gateway_peak_kb": cluster.gateway.peak_rss_kb(),
             "largest_family": largest,
             "largest_family_peak_kb": family_peaks[largest],
             "family_peaks_kb": family_peaks,
             "batches": batches,
             "busy_s": busy,
-            "card_bytes": card.ByteSize(),
+            "card_bytes": card_bytes,
+            "largest_message_bytes": largest_message,
+            "spill_bytes": spill[0] if spill else None,
             "warnings": list(card.warnings),
             "scores": {key: getattr(card.scores, key) if card.scores.HasField(key) else None for key in SCORES},
         }
@@ -102,13 +124,11 @@ def main() -> int:
     parser.add_argument("--batch-size", type=int, default=256)
     args = parser.parse_args()
 
-    request = build_request(args.entries, args.batch_size)
-    print(f"{len(request.corpus.entries)} entries (WMT21 en-de, eng->deu), batch size {args.batch_size}, "
-          f"families {', '.join(FAMILIES)}; request {request.ByteSize() / 2**20:.1f} MiB "
-          f"(one gRPC message; limit {MAX_MESSAGE_BYTES / 2**20:.0f} MiB)", flush=True)
+    print(f"{args.entries} entries (WMT21 en-de, eng->deu), batch size {args.batch_size}, "
+          f"families {', '.join(FAMILIES)}; uploaded in parts of {PART_SIZE} entries", flush=True)
     results = []
     for replicas in (int(part) for part in args.replicas.split(",")):
-        result = run(replicas, request)
+        result = run(replicas, args.entries, args.batch_size)
         results.append(result)
         if "error" in result:
             print(f"{replicas} replica(s) per family: FAILED: {result['error']}", flush=True)
@@ -117,7 +137,9 @@ def main() -> int:
               f"({result['elapsed_s']:.1f} s; start-up {result['startup_s']:.1f} s); "
               f"peak RSS gateway {mib(result['gateway_peak_kb'])}, largest family "
               f"{result['largest_family']} {mib(result['largest_family_peak_kb'])}; "
-              f"run card {result['card_bytes'] / 2**20:.1f} MiB", flush=True)
+              f"run card {result['card_bytes'] / 2**20:.1f} MiB, largest message "
+              f"{result['largest_message_bytes'] / 2**20:.2f} MiB (limit {MAX_MESSAGE_BYTES / 2**20:.0f} MiB); "
+              f"gateway spill on disk {(result['spill_bytes'] or 0) / 2**20:.0f} MiB", flush=True)
         print(f"  batches per process: {result['batches']}", flush=True)
         print(f"  seconds spent in ScoreBatch per process: {result['busy_s']}", flush=True)
         print(f"  peak RSS per family process: { {k: mib(v) for k, v in result['family_peaks_kb'].items()} }", flush=True)

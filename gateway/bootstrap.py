@@ -23,21 +23,30 @@ from champollion.sacrebleu_adapter import (
 DEFAULT_SEED = 12345
 DEFAULT_RESAMPLES = 1000
 ALPHA = 0.05
-# Resamples materialised at once; bounds memory to CHUNK x entries counts.
-CHUNK = 50
+# Memory for one chunk of resamples (drawn indices, then counts): bounded
+# whatever the corpus size, at most 50 resamples at a time.
+CHUNK_BYTES = 32 * 2**20
+MAX_CHUNK = 50
+
+
+def chunk_rows(entry_count: int) -> int:
+    return max(1, min(MAX_CHUNK, CHUNK_BYTES // (16 * max(entry_count, 1))))
 
 
 def resample_counts(entry_count: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
     """Yields (chunk x entry_count) matrices: how often each entry is drawn in
     each resample. Drawn in chunks from one generator, which gives the same
-    index stream as sacreBLEU's single `choice(N, size=(n, N))` call."""
+    index stream as sacreBLEU's single `choice(N, size=(n, N))` call,
+    whatever the chunk size."""
     rng = np.random.default_rng(seed)
     done = 0
     while done < resamples:
-        rows = min(CHUNK, resamples - done)
+        rows = min(chunk_rows(entry_count), resamples - done)
         indices = rng.choice(entry_count, size=(rows, entry_count), replace=True)
-        flat = (indices + np.arange(rows)[:, None] * entry_count).ravel()
-        yield np.bincount(flat, minlength=rows * entry_count).reshape(rows, entry_count).astype(np.float64)
+        counts = np.empty((rows, entry_count))
+        for row, drawn in enumerate(indices):
+            counts[row] = np.bincount(drawn, minlength=entry_count)
+        yield counts
         done += rows
 
 

@@ -48,9 +48,10 @@ def provenance_key(entry) -> str | None:
     return fields["source_doc"].string_value if "source_doc" in fields else None
 
 
-def size_warnings(entries) -> list[str]:
+def size_warnings(total: int, domains: Counter, difficulties: Counter) -> list[str]:
+    """Warnings on a corpus of `total` entries, given how many entries each
+    domain and difficulty tier has."""
     warnings = []
-    total = len(entries)
     if total < MIN_DEV_ENTRIES:
         warnings.append(f"corpus has {total} entries, below the {MIN_DEV_ENTRIES}-entry minimum of a development set")
     if total < MIN_EVALUATION_ENTRIES:
@@ -58,11 +59,8 @@ def size_warnings(entries) -> list[str]:
             f"corpus has {total} entries, below the {MIN_EVALUATION_ENTRIES}-entry minimum of an evaluation set: "
             "the paired bootstrap cannot detect differences under about 5 chrF++ points"
         )
-    for label, keys in (
-        ("domain", [e.domain for e in entries if e.domain]),
-        ("difficulty tier", [str(e.difficulty) for e in entries if e.HasField("difficulty")]),
-    ):
-        small = sorted((key, n) for key, n in Counter(keys).items() if n < MIN_PER_GROUP)
+    for label, counts in (("domain", domains), ("difficulty tier", difficulties)):
+        small = sorted((key, n) for key, n in counts.items() if n < MIN_PER_GROUP)
         if small:
             listed = ", ".join(f"{key} ({n})" for key, n in small)
             warnings.append(f"fewer than {MIN_PER_GROUP} entries per {label}: {listed}; their scores are unstable")

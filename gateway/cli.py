@@ -20,6 +20,7 @@ from gateway.config import GatewayConfig, load_config
 from gateway.inputs import (
     InputError,
     build_request,
+    in_corpus_order,
     load_corpus,
     load_glossary,
     load_meta,
@@ -28,7 +29,7 @@ from gateway.inputs import (
     locate_invalid,
     request_parts,
 )
-from gateway.run_card import message_to_dict, run_card_from_proto
+from gateway.run_card import collect_run_card, message_to_dict
 from gateway.stack import EmbeddedStack, start_family, start_gateway, start_stack
 from services.registry import IMPLEMENTED
 
@@ -66,21 +67,20 @@ def _gateway_or_embedded(address: str | None, **options):
 def _stream_evaluation(address: str, request: gateway_pb2.EvaluateRequest) -> dict:
     with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         stub = gateway_pb2_grpc.GatewayStub(channel)
-        bar = None
+        # Shown only once scoring has run for more than a moment.
+        bar = tqdm(unit="call", file=sys.stderr, delay=0.5, desc="scoring", leave=False)
+
+        def show(update) -> None:
+            bar.total = update.batches_total
+            bar.update(update.batches_done - bar.n)
+
         try:
             # Sent in parts, so that a run larger than one gRPC message fits.
-            for update in stub.EvaluateUpload(request_parts(request)):
-                if update.HasField("run_card"):
-                    return run_card_from_proto(update.run_card)
-                if bar is None:
-                    # Shown only once scoring has run for more than a moment.
-                    bar = tqdm(total=update.batches_total, unit="batch", file=sys.stderr, delay=0.5, desc="scoring",
-                               leave=False)
-                bar.update(update.batches_done - bar.n)
+            return collect_run_card(stub.EvaluateUpload(request_parts(request)), show)
+        except ValueError as error:
+            raise CliError(str(error), EXIT_FAILURE) from None
         finally:
-            if bar is not None:
-                bar.close()
-    raise CliError("the gateway closed the stream without a run card", EXIT_FAILURE)
+            bar.close()
 
 
 def cmd_evaluate(args) -> int:
@@ -89,7 +89,7 @@ def cmd_evaluate(args) -> int:
     glossary_path = Path(args.glossary) if args.glossary else None
     try:
         corpus = load_corpus(corpus_path, args.source_lang, args.target_lang)
-        predictions = load_predictions(predictions_path)
+        predictions = in_corpus_order(load_predictions(predictions_path), corpus)
         meta = load_meta(meta_path) if meta_path else None
         glossary = load_glossary(glossary_path) if glossary_path else None
     except InputError as error:

@@ -8,8 +8,10 @@ them, and are not charged twice.
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Iterable
 
 import numpy as np
 
@@ -42,9 +44,48 @@ class EntryUsage:
     source_chars: int
 
 
-def _sum_field(usages: list[dict[str, int]], name: str) -> int | None:
-    reported = [usage[name] for usage in usages if name in usage]
-    return sum(reported) if reported else None
+class UsageTally:
+    """Running totals of what the client reported, entry by entry: all the
+    totals and speed blocks need, without keeping the entries (a run may be
+    uploaded in parts larger than memory)."""
+
+    def __init__(self, pricing: Pricing | None = None):
+        self.pricing = pricing
+        self.entries = 0
+        self.with_usage = 0
+        # Token field -> sum over the entries that reported it.
+        self.token_sums: dict[str, int] = {}
+        # Provider-reported cost where given, else price table x tokens.
+        self.costs_known = 0
+        self.total_cost = 0.0
+        self.source_chars = 0
+        self.latencies = array("d")
+
+    @classmethod
+    def of(cls, entries: Iterable[EntryUsage], pricing: Pricing | None = None) -> "UsageTally":
+        tally = cls(pricing)
+        for entry in entries:
+            tally.add(entry)
+        return tally
+
+    def add(self, entry: EntryUsage) -> None:
+        self.entries += 1
+        self.source_chars += entry.source_chars
+        if entry.usage is not None:
+            self.with_usage += 1
+            for name, count in entry.usage.items():
+                self.token_sums[name] = self.token_sums.get(name, 0) + count
+        if entry.cost_usd is not None:
+            cost = entry.cost_usd
+        elif self.pricing is not None and entry.usage is not None:
+            cost = self.pricing.cost_of(entry.usage)
+        else:
+            cost = None
+        if cost is not None:
+            self.costs_known += 1
+            self.total_cost += cost
+        if entry.latency_s is not None:
+            self.latencies.append(entry.latency_s)
 
 
 def _ratio(numerator, denominator) -> float | None:
@@ -53,38 +94,33 @@ def _ratio(numerator, denominator) -> float | None:
     return numerator / denominator
 
 
-def compute_totals(entries: list[EntryUsage], pricing: Pricing | None, warnings: list[str]) -> dict:
+def compute_totals(tally: UsageTally, warnings: list[str]) -> dict:
     """The run card's `totals` block; explains every gap in `warnings`."""
-    usages = [entry.usage for entry in entries if entry.usage is not None]
-    totals: dict = {name: _sum_field(usages, name) for name in TOKEN_FIELDS}
-    if usages and len(usages) < len(entries):
-        warnings.append(f"token usage reported for {len(usages)} of {len(entries)} entries; token totals cover those")
+    entries = tally.entries
+    totals: dict = {name: tally.token_sums.get(name) for name in TOKEN_FIELDS}
+    if tally.with_usage and tally.with_usage < entries:
+        warnings.append(
+            f"token usage reported for {tally.with_usage} of {entries} entries; token totals cover those"
+        )
     prompt, completion = totals["prompt_tokens"], totals["completion_tokens"]
     totals["total_tokens"] = prompt + completion if prompt is not None and completion is not None else None
-    totals["tokens_per_entry"] = _ratio(totals["total_tokens"], len(entries))
+    totals["tokens_per_entry"] = _ratio(totals["total_tokens"], entries)
 
-    # Provider-reported cost where given, else price table x tokens.
-    entry_costs = []
-    for entry in entries:
-        if entry.cost_usd is not None:
-            entry_costs.append(entry.cost_usd)
-        elif pricing is not None and entry.usage is not None:
-            entry_costs.append(pricing.cost_of(entry.usage))
-    if not entry_costs:
+    if not tally.costs_known:
         total_cost = None
     else:
-        total_cost = sum(entry_costs)
-        if len(entry_costs) < len(entries):
+        total_cost = tally.total_cost
+        if tally.costs_known < entries:
             warnings.append(
-                f"cost known for {len(entry_costs)} of {len(entries)} entries (no cost_usd and no "
+                f"cost known for {tally.costs_known} of {entries} entries (no cost_usd and no "
                 "usage+pricing for the rest); cost totals cover those"
             )
     totals["total_cost_usd"] = total_cost
-    totals["cost_per_entry_usd"] = _ratio(total_cost, len(entries))
+    totals["cost_per_entry_usd"] = _ratio(total_cost, entries)
     totals["cost_per_1k_tokens"] = None if _ratio(total_cost, totals["total_tokens"]) is None else (
         total_cost / totals["total_tokens"] * 1000
     )
-    totals["cost_per_source_char"] = _ratio(total_cost, sum(entry.source_chars for entry in entries))
+    totals["cost_per_source_char"] = _ratio(total_cost, tally.source_chars)
     return totals
 
 
@@ -101,12 +137,12 @@ def run_elapsed_seconds(elapsed: float | None, time_start: str | None, time_end:
     return None
 
 
-def compute_speed(entries: list[EntryUsage], elapsed: float | None, total_tokens: int | None) -> dict:
-    latencies = np.array([e.latency_s for e in entries if e.latency_s is not None], dtype=float)
+def compute_speed(tally: UsageTally, elapsed: float | None, total_tokens: int | None) -> dict:
+    latencies = np.frombuffer(tally.latencies, dtype=float)
     has_latency = latencies.size > 0
     return {
         "tokens_per_second": _ratio(total_tokens, elapsed),
-        "entries_per_minute": None if not elapsed else len(entries) / (elapsed / 60),
+        "entries_per_minute": None if not elapsed else tally.entries / (elapsed / 60),
         "avg_latency_seconds": float(latencies.mean()) if has_latency else None,
         # numpy's default linear interpolation (SPEC §6 decision).
         "median_latency_seconds": float(np.percentile(latencies, 50)) if has_latency else None,

@@ -1,114 +1,66 @@
-"""One evaluation, from a validated request to the run card (as a dict whose
-layout is SPEC §8 / ``schemas/run_card.schema.json``)."""
+"""One evaluation, from a run's parts to its run card: the card's run-level
+blocks as a dict whose layout is SPEC §8 / ``schemas/run_card.schema.json``,
+and its per-entry results as messages, produced batch by batch from the
+run's spill so that no step holds the whole run."""
 from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Callable
+from collections import Counter
+from dataclasses import dataclass
+from itertools import count, islice
+from typing import AsyncIterator, Callable, Iterator
 
-import numpy as np
-
-from champollion.cards import LanguageCard
-from champollion.eval.v1 import family_pb2, gateway_pb2
+from champollion.eval.v1 import run_card_pb2
 from gateway.bootstrap import (
     ALPHA,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     confidence_intervals,
 )
-from gateway.breakdowns import breakdown, provenance_key, size_warnings, tier_intervals
+from gateway.breakdowns import breakdown, size_warnings, tier_intervals
 from gateway.composite import WEIGHTS, Composite, compute_composite, quality_tier
 from gateway.config import GatewayConfig
 from gateway.corpus import corpus_values
-from gateway.costs import (
-    TOKEN_FIELDS,
-    EntryUsage,
-    Pricing,
-    compute_speed,
-    compute_totals,
-    cost_adjusted,
-    run_elapsed_seconds,
-)
-from gateway.fanout import FamilyClient, FamilyOutcome, fan_out
-from gateway.identity import corpus_version, run_fingerprint
+from gateway.costs import compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
+from gateway.fanout import FamilyClient, FanOut
+from gateway.identity import run_fingerprint
+from gateway.intake import RunIntake
 from gateway.layout import COUNT_OF_RATE, FAMILIES, FAMILY_SCORE_KEYS
-from gateway.merge import MergedScores, merge_outcomes
-from gateway.validation import ValidatedRun
+from gateway.merge import MergedStatistics, merge_entry_values, merge_statistics
+from gateway.spill import RunSpill
 
 QUALITY_TIER_BASIS = "heuristic: engineering proxies, not validated by community review"
+EQUIVALENCE_WARNING = (
+    "equivalent_match_rate is null: no entry carries acceptable_variants and the target "
+    "language has no equivalence plugin"
+)
 
 
-def _batch_entries(request: gateway_pb2.EvaluateRequest) -> list[family_pb2.BatchEntry]:
-    """Joins corpus entries with predictions. A missing or failed prediction
-    becomes an empty output flagged `failed`: failing is never rewarded."""
-    predictions = {p.id: p for p in request.predictions}
-    joined = []
-    for entry in request.corpus.entries:
-        prediction = predictions.get(entry.id)
-        failed = prediction is None or prediction.HasField("error") or not prediction.HasField("prediction")
-        batch_entry = family_pb2.BatchEntry(
-            id=entry.id,
-            source=entry.source,
-            reference=entry.reference,
-            acceptable_variants=list(entry.acceptable_variants),
-            prediction="" if failed else prediction.prediction,
-            failed=failed,
-            morphology=list(entry.morphology),
-            terms=list(entry.terms),
-        )
-        if prediction is not None and prediction.HasField("raw_prediction"):
-            batch_entry.raw_prediction = prediction.raw_prediction
-        joined.append(batch_entry)
-    return joined
+@dataclass
+class ScoredRun:
+    # The run card without its entries.
+    card: dict
+    # The run card's entries, one list per batch, in corpus order; read from
+    # the spill as they are taken, so the spill must stay open meanwhile.
+    entry_results: Iterator[list[run_card_pb2.EntryResult]]
 
 
-def make_batches(request, run_id: str, batch_size: int) -> list[family_pb2.ScoreBatchRequest]:
-    entries = _batch_entries(request)
-    options = {"comet_model": request.meta.comet_model} if request.meta.HasField("comet_model") else {}
-    if request.options.disable_plugins:
-        options["plugins"] = "off"
-    return [
-        family_pb2.ScoreBatchRequest(
-            run_id=run_id,
-            source_lang=request.corpus.source_lang,
-            target_lang=request.corpus.target_lang,
-            entries=entries[start:start + batch_size],
-            options=options,
-            glossary=list(request.glossary),
-        )
-        for start in range(0, len(entries), batch_size)
-    ]
-
-
-def _family_warnings(outcomes: dict[str, FamilyOutcome], unrouted: dict[str, str]) -> list[str]:
+def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
+                     unrouted: dict[str, str]) -> list[str]:
     warnings = []
     for family in FAMILIES:
         keys = ", ".join(FAMILY_SCORE_KEYS[family])
-        outcome = outcomes.get(family)
         if family in unrouted:
             warnings.append(f"family {family!r}: {unrouted[family]}: {keys} are null")
-        elif outcome is None:
+        elif family not in clients:
             warnings.append(f"family {family!r} is not configured: {keys} are null")
-        elif outcome.failure is not None:
-            warnings.append(f"family {family!r} failed ({outcome.failure}): {keys} are null")
+        elif family in failures:
+            warnings.append(f"family {family!r} failed ({failures[family]}): {keys} are null")
     return warnings
 
 
-def _apply_equivalence_rule(merged: MergedScores, request) -> str | None:
-    """SPEC §2.1 decision: without a plugin and without variants in the corpus,
-    equivalent match says nothing beyond exact match and is null."""
-    if merged.sources.get("equivalent_match_rate") != "surface":
-        return None
-    if any(entry.acceptable_variants for entry in request.corpus.entries):
-        return None
-    merged.stats.pop("equivalent_match_rate")
-    for values in merged.entry_values:
-        values.pop("equivalent_match_rate", None)
-    return ("equivalent_match_rate is null: no entry carries acceptable_variants and the target "
-            "language has no equivalence plugin")
-
-
-def _scores_block(values: dict, stats: dict[str, np.ndarray], labels: dict[str, str]) -> dict:
+def _scores_block(values: dict, stats: dict, labels: dict[str, str]) -> dict:
     scores = {key: None for family in FAMILIES for key in FAMILY_SCORE_KEYS[family]}
     for key in scores:
         if key in COUNT_OF_RATE and COUNT_OF_RATE[key] in stats:
@@ -131,146 +83,105 @@ def _coverage_warning(composite: Composite) -> str | None:
     )
 
 
-def _entry_usages(request) -> list[EntryUsage]:
-    predictions = {p.id: p for p in request.predictions}
-    usages = []
-    for entry in request.corpus.entries:
-        prediction = predictions.get(entry.id)
-        usage = cost = latency = None
-        if prediction is not None:
-            if prediction.HasField("usage"):
-                usage = {
-                    name: getattr(prediction.usage, name)
-                    for name in TOKEN_FIELDS
-                    if prediction.usage.HasField(name)
-                }
-            cost = prediction.cost_usd if prediction.HasField("cost_usd") else None
-            latency = prediction.latency_s if prediction.HasField("latency_s") else None
-        usages.append(EntryUsage(usage=usage, cost_usd=cost, latency_s=latency, source_chars=len(entry.source)))
-    return usages
-
-
-def _pricing(meta) -> Pricing | None:
-    if not meta.HasField("pricing"):
-        return None
-    pricing = meta.pricing
-    return Pricing(
-        prompt_per_1m=pricing.prompt_per_1m,
-        completion_per_1m=pricing.completion_per_1m,
-        cached_per_1m=pricing.cached_per_1m if pricing.HasField("cached_per_1m") else None,
-    )
-
-
 def _optional(message, name: str):
     return getattr(message, name) if message.HasField(name) else None
 
 
 async def evaluate(
-    request: gateway_pb2.EvaluateRequest,
-    run: ValidatedRun,
+    intake: RunIntake,
+    later_parts: AsyncIterator,
     config: GatewayConfig,
     clients: dict[str, FamilyClient],
     unrouted: dict[str, str],
-    on_progress: Callable[[int, int], None] | None = None,
-) -> dict:
-    """Scores a validated run and returns its run card."""
+    spill: RunSpill,
+    on_progress: Callable[[int, int, bool], None] | None = None,
+) -> ScoredRun:
+    """Scores a run whose header `intake` has validated, its entries coming
+    from the first part and `later_parts`, batches scored while they come."""
     run_id = uuid.uuid4().hex
-    batch_size = request.options.batch_size or config.batch_size
-    batches = make_batches(request, run_id, batch_size)
-    total_calls = len(batches) * len(clients)
-    done = 0
+    header = intake.header
+    batch_size = header.options.batch_size or config.batch_size
+    upload_complete = False
 
-    def batch_done():
-        nonlocal done
-        done += 1
+    def progress(done: int, total: int) -> None:
         if on_progress is not None:
-            on_progress(done, total_calls)
+            on_progress(done, total, upload_complete)
 
-    outcomes = await fan_out(clients, batches, config.max_in_flight, batch_done)
-    entries = request.corpus.entries
-    merged = await asyncio.to_thread(merge_outcomes, outcomes, len(entries))
-    warnings = _family_warnings(outcomes, unrouted) + merged.warnings
-    equivalence_warning = _apply_equivalence_rule(merged, request)
-    if equivalence_warning:
-        warnings.append(equivalence_warning)
+    fan_out = FanOut(clients, config.max_in_flight, spill.add_response, progress)
+    try:
+        index = 0
+        async for batch in intake.batches(later_parts, run_id, batch_size):
+            await fan_out.submit(index, batch)
+            index += 1
+        upload_complete = True
+        progress(fan_out.answered, fan_out.scheduled)
+        await fan_out.finish()
+    finally:
+        fan_out.cancel()  # nothing left to cancel unless the upload failed
+    for family in fan_out.failures:
+        spill.drop_family(family)
+    answered = [family for family in clients if family not in fan_out.failures]
 
-    seed = request.options.seed if request.options.HasField("seed") else DEFAULT_SEED
-    resamples = request.options.bootstrap_resamples or DEFAULT_RESAMPLES
+    seed = header.options.seed if header.options.HasField("seed") else DEFAULT_SEED
+    resamples = header.options.bootstrap_resamples or DEFAULT_RESAMPLES
+    warnings = _family_warnings(clients, fan_out.failures, unrouted)
     # Everything below is CPU-bound: off the event loop, which in the
     # embedded stack also serves the families.
-    card = await asyncio.to_thread(_assemble_card, request, run, merged, batches, warnings, seed, resamples)
+    merged = await asyncio.to_thread(merge_statistics, spill, answered, intake.tally.total)
+    warnings += merged.warnings
+    drop_equivalence = merged.sources.get("equivalent_match_rate") == "surface" and not intake.tally.any_variants
+    if drop_equivalence:
+        # SPEC §2.1 decision: without a plugin and without variants in the
+        # corpus, equivalent match says nothing beyond exact match.
+        merged.stats.pop("equivalent_match_rate")
+        warnings.append(EQUIVALENCE_WARNING)
+    card, composite = await asyncio.to_thread(_assemble_card, intake, spill, merged, warnings, seed, resamples)
     card["run_id"] = run_id
-    return card
+    results = _entry_results(spill, merged, answered, composite, batch_size, drop_equivalence)
+    return ScoredRun(card=card, entry_results=results)
 
 
-def _assemble_card(request, run: ValidatedRun, merged: MergedScores, batches, warnings: list[str],
-                   seed: int, resamples: int) -> dict:
-    entries = request.corpus.entries
+def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics, warnings: list[str],
+                   seed: int, resamples: int) -> tuple[dict, Composite]:
+    tally = intake.tally
     values = corpus_values(merged.stats, labels=merged.labels)
-    target: LanguageCard = run.target
-    composite = compute_composite(values, target.profile)
+    profile = intake.run.target.profile
+    composite = compute_composite(values, profile)
     coverage_warning = _coverage_warning(composite)
     if coverage_warning:
         warnings.append(coverage_warning)
-    warnings.extend(size_warnings(entries))
+    difficulty_counts = Counter(tier for tier in tally.difficulties if tier is not None)
+    warnings.extend(size_warnings(tally.total, tally.domains, difficulty_counts))
 
-    meta = request.meta
-    usages = _entry_usages(request)
-    totals = compute_totals(usages, _pricing(meta), warnings)
+    meta = intake.header.meta
+    totals = compute_totals(tally.usage, warnings)
     elapsed = run_elapsed_seconds(
         _optional(meta, "elapsed_seconds"), _optional(meta, "time_start"), _optional(meta, "time_end")
     )
-    failed = sum(entry.failed for batch in batches for entry in batch.entries)
-    difficulties = [str(e.difficulty) if e.HasField("difficulty") else None for e in entries]
-
     scores = _scores_block(values, merged.stats, merged.labels)
     scores.update(
         composite=composite.value,
         quality_tier=quality_tier(composite.value),
         cost_adjusted=cost_adjusted(composite.value, totals["cost_per_entry_usd"]),
-        **compute_speed(usages, elapsed, totals["total_tokens"]),
+        **compute_speed(tally.usage, elapsed, totals["total_tokens"]),
         confidence_intervals=confidence_intervals(merged.stats, composite.weights, resamples, seed),
-        confidence_intervals_by_tier=tier_intervals(difficulties, merged.stats, resamples, seed),
-        by_difficulty=breakdown(difficulties, merged.stats, target.profile),
-        by_provenance=breakdown([provenance_key(e) for e in entries], merged.stats, target.profile),
-        total=len(entries),
-        evaluated=len(entries) - failed,
-        errors=failed,
+        confidence_intervals_by_tier=tier_intervals(tally.difficulties, merged.stats, resamples, seed),
+        by_difficulty=breakdown(tally.difficulties, merged.stats, profile),
+        by_provenance=breakdown(tally.provenance, merged.stats, profile),
+        total=tally.total,
+        evaluated=tally.total - tally.failed,
+        errors=tally.failed,
     )
 
-    version = corpus_version((entry.id, entry.reference) for entry in entries)
+    corpus = intake.header.corpus
+    version = spill.corpus_version()
     fingerprint_hash, fingerprint_inputs = run_fingerprint(
         _optional(meta, "model_slug"), _optional(meta, "temperature"), _optional(meta, "prompt"), version
     )
-    predictions = {p.id: p for p in request.predictions}
-    entry_results = []
-    for index, entry in enumerate(entries):
-        entry_values = merged.entry_values[index]
-        entry_values["composite"] = compute_composite(
-            {m: entry_values.get(m) for m in composite.weights}, target.profile
-        ).value if composite.weights else None
-        result = {
-            "id": entry.id,
-            "scores": entry_values,
-            "stats": {m: matrix[index].tolist() for m, matrix in merged.stats.items()},
-        }
-        if entry.HasField("difficulty"):
-            result["difficulty"] = entry.difficulty
-        prediction = predictions.get(entry.id)
-        if prediction is None:
-            result["error"] = "no prediction"
-        elif prediction.HasField("error"):
-            result["error"] = prediction.error
-        entry_results.append(result)
-
-    return {
+    card = {
         "model_slug": _optional(meta, "model_slug"),
         "condition": _optional(meta, "condition"),
-        "dataset": {
-            "id": request.corpus.id,
-            "language_pair": f"{request.corpus.source_lang}-{request.corpus.target_lang}",
-            "version": version,
-        },
+        "dataset": {"id": corpus.id, "language_pair": f"{corpus.source_lang}-{corpus.target_lang}", "version": version},
         "fingerprint": {"hash": fingerprint_hash, "inputs": fingerprint_inputs},
         "elapsed_seconds": elapsed,
         "scores": scores,
@@ -284,5 +195,34 @@ def _assemble_card(request, run: ValidatedRun, merged: MergedScores, batches, wa
         "quality_tier_basis": QUALITY_TIER_BASIS,
         "bootstrap": {"method": "percentile", "resamples": resamples, "alpha": ALPHA, "seed": seed},
         "warnings": warnings,
-        "entries": entry_results,
+        "entries": [],
     }
+    return card, composite
+
+
+def _entry_results(spill: RunSpill, merged: MergedStatistics, answered: list[str], composite: Composite,
+                   batch_size: int, drop_equivalence: bool) -> Iterator[list[run_card_pb2.EntryResult]]:
+    """Each batch's entry results: the families' merged values, the entry's
+    own composite (same weights as the run's), its statistics, difficulty and
+    error."""
+    entries = spill.entries()
+    row = 0
+    for batch in count():
+        chunk = list(islice(entries, batch_size))
+        if not chunk:
+            return
+        values = merge_entry_values(spill.batch_responses(batch, answered), len(chunk))
+        results = []
+        for (entry_id, difficulty, error), entry_values in zip(chunk, values):
+            if drop_equivalence:
+                entry_values.pop("equivalent_match_rate", None)
+            entry_values["composite"] = compute_composite(
+                {m: entry_values.get(m) for m in composite.weights}, composite.profile
+            ).value if composite.weights else None
+            result = run_card_pb2.EntryResult(id=entry_id, difficulty=difficulty, error=error)
+            result.scores.update(entry_values)
+            for metric_id, matrix in merged.stats.items():
+                result.stats[metric_id].values.extend(matrix[row].tolist())
+            results.append(result)
+            row += 1
+        yield results

@@ -1,4 +1,5 @@
-"""Fan-out: every batch to every configured family, concurrently, with deadlines.
+"""Fan-out: every batch to every family serving the run, concurrently, with
+deadlines, while the run is still arriving.
 
 A family either answers every batch completely or is reported failed as a
 whole: summing statistics over part of a corpus would give a silently wrong
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from typing import Callable
 
 import grpc
@@ -78,14 +78,6 @@ class FamilyClient:
         await self._channel.close()
 
 
-@dataclass
-class FamilyOutcome:
-    family: str
-    responses: list[family_pb2.ScoreBatchResponse] | None
-    # Why the family has no result; None when it answered every batch.
-    failure: str | None = None
-
-
 def _check_complete(request: family_pb2.ScoreBatchRequest, response: family_pb2.ScoreBatchResponse) -> None:
     expected = [entry.id for entry in request.entries]
     returned = [entry.id for entry in response.entries]
@@ -99,32 +91,79 @@ def _describe_failure(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-async def fan_out(
-    clients: dict[str, FamilyClient],
-    batches: list[family_pb2.ScoreBatchRequest],
-    max_in_flight: int,
-    on_batch_done: Callable[[], None] | None = None,
-) -> dict[str, FamilyOutcome]:
-    """Sends every batch to every client; at most `max_in_flight` calls at once."""
-    slots = asyncio.Semaphore(max_in_flight)
+class FanOut:
+    """Sends every batch to every family as batches come, at most
+    `max_in_flight` calls at once: `submit` waits for room, which holds back
+    the upload (gRPC flow control does the rest), so memory stays bounded.
 
-    async def call(client: FamilyClient, batch):
-        async with slots:
-            response = await client.score_batch(batch)
-        _check_complete(batch, response)
-        if on_batch_done is not None:
-            on_batch_done()
-        return response
+    Answers go to `store(family, batch_index, response)` as they come. A
+    family that fails any batch is failed as a whole: its other calls are
+    cancelled, no further batch is sent to it, and `failures` says why.
+    """
 
-    async def run_family(client: FamilyClient) -> FamilyOutcome:
-        tasks = [asyncio.ensure_future(call(client, batch)) for batch in batches]
+    def __init__(
+        self,
+        clients: dict[str, FamilyClient],
+        max_in_flight: int,
+        store: Callable[[str, int, family_pb2.ScoreBatchResponse], None],
+        on_progress: Callable[[int, int], None] | None = None,
+    ):
+        self._clients = clients
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._store = store
+        self._on_progress = on_progress
+        self._tasks: dict[str, set[asyncio.Task]] = {name: set() for name in clients}
+        self.failures: dict[str, str] = {}
+        self.scheduled = 0
+        self.answered = 0
+
+    async def submit(self, index: int, batch: family_pb2.ScoreBatchRequest) -> None:
+        for name, client in self._clients.items():
+            if name in self.failures:
+                continue
+            await self._slots.acquire()
+            if name in self.failures:  # failed while this call waited for room
+                self._slots.release()
+                continue
+            task = asyncio.ensure_future(self._call(client, index, batch))
+            # Released when the task ends, even if cancelled before it started.
+            task.add_done_callback(lambda _: self._slots.release())
+            self._tasks[name].add(task)
+            task.add_done_callback(self._tasks[name].discard)
+            self.scheduled += 1
+        self._report()
+
+    async def _call(self, client: FamilyClient, index: int, batch: family_pb2.ScoreBatchRequest) -> None:
         try:
-            responses = await asyncio.gather(*tasks)
+            response = await client.score_batch(batch)
+            _check_complete(batch, response)
         except Exception as error:  # any failed batch fails the family
+            self._fail(client.name, _describe_failure(error))
+            return
+        if client.name not in self.failures:
+            self._store(client.name, index, response)
+            self.answered += 1
+            self._report()
+
+    def _fail(self, family: str, reason: str) -> None:
+        if family in self.failures:
+            return
+        self.failures[family] = reason
+        current = asyncio.current_task()
+        for task in self._tasks[family]:
+            if task is not current:
+                task.cancel()
+
+    def _report(self) -> None:
+        if self._on_progress is not None:
+            self._on_progress(self.answered, self.scheduled)
+
+    async def finish(self) -> None:
+        """Waits for every call sent."""
+        while any(self._tasks.values()):
+            await asyncio.gather(*(task for tasks in self._tasks.values() for task in tasks), return_exceptions=True)
+
+    def cancel(self) -> None:
+        for tasks in self._tasks.values():
             for task in tasks:
                 task.cancel()
-            return FamilyOutcome(client.name, None, _describe_failure(error))
-        return FamilyOutcome(client.name, list(responses))
-
-    outcomes = await asyncio.gather(*(run_family(client) for client in clients.values()))
-    return {outcome.family: outcome for outcome in outcomes}

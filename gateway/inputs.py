@@ -5,6 +5,7 @@ ids, negative counts, NaN) live in `gateway.validation`, shared with the RPC."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,21 +251,41 @@ def load_run_card_for_compare(path: Path) -> run_card_pb2.RunCard:
         raise InputError(f"{path}: not a Champollion run card: {error}") from None
 
 
+def in_corpus_order(predictions: PredictionFile, corpus: gateway_pb2.Corpus) -> PredictionFile:
+    """The predictions sorted by their entry's position in the corpus (ids no
+    entry has last), each keeping its line number. Uploaded in parts (see
+    request_parts), every prediction then travels with its entry, and the
+    positions the gateway's error messages count are these."""
+    position = {entry.id: index for index, entry in enumerate(corpus.entries)}
+    order = sorted(range(len(predictions.predictions)),
+                   key=lambda index: position.get(predictions.predictions[index].id, len(position)))
+    return PredictionFile(
+        predictions.path, [predictions.predictions[i] for i in order], [predictions.lines[i] for i in order]
+    )
+
+
 def request_parts(request: gateway_pb2.EvaluateRequest, entries_per_part: int = 2000):
     """The request as EvaluateUpload parts: the header (everything but the
-    entries and predictions), then the entries and predictions in slices.
-    Merged in order (protobuf MergeFrom appends repeated fields) they give
-    back the request."""
+    entries and predictions), then the entries in slices, each with the
+    predictions of its entries (a prediction whose id no entry has goes with
+    the last), so that no entry waits at the gateway for its prediction.
+    Predictions keep their relative order within a part."""
     header = gateway_pb2.EvaluateRequest()
     header.CopyFrom(request)
     del header.corpus.entries[:]
     del header.predictions[:]
     yield header
-    entries, predictions = request.corpus.entries, request.predictions
-    for start in range(0, max(len(entries), len(predictions)), entries_per_part):
+    entries = request.corpus.entries
+    part_count = max(1, math.ceil(len(entries) / entries_per_part))
+    position = {entry.id: index for index, entry in enumerate(entries)}
+    grouped: list[list[gateway_pb2.Prediction]] = [[] for _ in range(part_count)]
+    for prediction in request.predictions:
+        part = position.get(prediction.id, len(entries)) // entries_per_part
+        grouped[min(part, part_count - 1)].append(prediction)
+    for number, predictions in enumerate(grouped):
         part = gateway_pb2.EvaluateRequest()
-        part.corpus.entries.extend(entries[start:start + entries_per_part])
-        part.predictions.extend(predictions[start:start + entries_per_part])
+        part.corpus.entries.extend(entries[number * entries_per_part:(number + 1) * entries_per_part])
+        part.predictions.extend(predictions)
         yield part
 
 

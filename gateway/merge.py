@@ -1,13 +1,17 @@
-"""Merging family answers into per-entry values and per-metric statistics."""
+"""Merging family answers: per-metric statistics of the whole run, then the
+values of each entry, batch by batch, from the answers kept in the run's
+spill."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import numpy as np
 from google.protobuf import json_format
 
-from gateway.fanout import FamilyOutcome
+from champollion.eval.v1 import family_pb2
 from gateway.layout import FAMILIES
+from gateway.spill import RunSpill
 
 # A language's eval-standard plugin (run by the structural family) overrides
 # the universal value of these metrics (DESIGN.md, "Language knowledge is data").
@@ -15,9 +19,7 @@ PLUGIN_OVERRIDES = {"equivalent_match_rate": "structural", "semantic_score": "st
 
 
 @dataclass
-class MergedScores:
-    # Per entry, in corpus order: metric id -> value (numbers, verdicts, None).
-    entry_values: list[dict]
+class MergedStatistics:
     # Metric id -> (entries x statistics) matrix, rows in corpus order.
     stats: dict[str, np.ndarray]
     signatures: dict[str, str] = field(default_factory=dict)
@@ -32,38 +34,56 @@ def _takes_precedence(metric_id: str, family: str, current: str | None) -> bool:
     return current is None or PLUGIN_OVERRIDES.get(metric_id) == family
 
 
-def merge_outcomes(outcomes: dict[str, FamilyOutcome], entry_count: int) -> MergedScores:
-    merged = MergedScores(entry_values=[{} for _ in range(entry_count)], stats={})
-    for family in FAMILIES:
-        outcome = outcomes.get(family)
-        if outcome is None or outcome.responses is None:
-            continue
-        rows: dict[str, list[list[float]]] = {}
-        values_by_entry = []
-        for response in outcome.responses:
-            for entry in response.entries:
-                values_by_entry.append(json_format.MessageToDict(entry.values))
-                for metric_id, vector in entry.stats.items():
-                    rows.setdefault(metric_id, []).append(list(vector.values))
-            for metric_id, text in response.signatures.items():
-                merged.signatures.setdefault(metric_id, text)
-            for key, text in response.labels.items():
-                merged.labels.setdefault(key, text)
-            for warning in response.warnings:
-                if f"{family}: {warning}" not in merged.warnings:
-                    merged.warnings.append(f"{family}: {warning}")
+def _family_rows(family: str, responses: Iterable[family_pb2.ScoreBatchResponse], merged: MergedStatistics):
+    """Metric id -> list of per-batch row blocks, from one family's answers;
+    its signatures, labels and warnings go into `merged`."""
+    blocks: dict[str, list[np.ndarray]] = {}
+    for response in responses:
+        rows: dict[str, list] = {}
+        for entry in response.entries:
+            for metric_id, vector in entry.stats.items():
+                rows.setdefault(metric_id, []).append(vector.values)
         for metric_id, metric_rows in rows.items():
-            if len(metric_rows) != entry_count:
+            blocks.setdefault(metric_id, []).append(np.asarray(metric_rows, dtype=float))
+        for metric_id, text in response.signatures.items():
+            merged.signatures.setdefault(metric_id, text)
+        for key, text in response.labels.items():
+            merged.labels.setdefault(key, text)
+        for warning in response.warnings:
+            if f"{family}: {warning}" not in merged.warnings:
+                merged.warnings.append(f"{family}: {warning}")
+    return blocks
+
+
+def merge_statistics(spill: RunSpill, families: Iterable[str], entry_count: int) -> MergedStatistics:
+    """Statistics of every metric of the `families` that answered the whole run."""
+    merged = MergedStatistics(stats={})
+    answered = set(families)
+    for family in FAMILIES:
+        if family not in answered:
+            continue
+        for metric_id, blocks in _family_rows(family, spill.responses(family), merged).items():
+            rows = sum(block.shape[0] for block in blocks)
+            if rows != entry_count:
                 merged.warnings.append(
-                    f"{family} returned {metric_id} statistics for {len(metric_rows)} of {entry_count} entries; ignored"
+                    f"{family} returned {metric_id} statistics for {rows} of {entry_count} entries; ignored"
                 )
                 continue
             if _takes_precedence(metric_id, family, merged.sources.get(metric_id)):
-                merged.stats[metric_id] = np.asarray(metric_rows, dtype=float)
+                merged.stats[metric_id] = np.concatenate(blocks)
                 merged.sources[metric_id] = family
-        for index, values in enumerate(values_by_entry):
-            target = merged.entry_values[index]
-            for metric_id, value in values.items():
+    return merged
+
+
+def merge_entry_values(responses: dict[str, family_pb2.ScoreBatchResponse], size: int) -> list[dict]:
+    """Per entry of one batch: metric id -> value (numbers, verdicts, None)."""
+    merged = [{} for _ in range(size)]
+    for family in FAMILIES:
+        response = responses.get(family)
+        if response is None:
+            continue
+        for target, entry in zip(merged, response.entries):
+            for metric_id, value in json_format.MessageToDict(entry.values).items():
                 if metric_id not in target or PLUGIN_OVERRIDES.get(metric_id) == family:
                     target[metric_id] = value
     return merged

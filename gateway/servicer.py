@@ -1,4 +1,5 @@
-"""gRPC glue for the gateway: Evaluate, EvaluateStream, Describe."""
+"""gRPC glue for the gateway: Evaluate, EvaluateStream, EvaluateUpload,
+Compare, Describe."""
 from __future__ import annotations
 
 import asyncio
@@ -13,13 +14,21 @@ from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from gateway.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.compare import ComparableRun, CompareRefused, compare_runs
 from gateway.config import GatewayConfig
-from gateway.evaluation import evaluate
+from gateway.evaluation import ScoredRun, evaluate
 from gateway.fanout import FamilyClient
+from gateway.intake import RunIntake
 from gateway.layout import FAMILIES
 from gateway.run_card import dict_to_message, run_card_to_proto
-from gateway.validation import InvalidRun, validate_request
+from gateway.spill import RunSpill
+from gateway.validation import InvalidRun
 
 log = structlog.get_logger()
+
+
+async def _no_more_parts():
+    """The later parts of a run sent in one message: none."""
+    return
+    yield
 
 
 class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
@@ -52,56 +61,88 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         for client in self._clients.values():
             await client.close()
 
-    async def _validated(self, request, context):
+    async def _score(self, first_part, later_parts, context, spill: RunSpill, on_progress=None) -> ScoredRun:
+        """Validates and scores a run; aborts the call with INVALID_ARGUMENT
+        naming the field and entry on bad input, INTERNAL on a bug."""
+        started = time.perf_counter()
         try:
-            return validate_request(request, self.cards)
+            intake = RunIntake(first_part, self.cards, spill)
+            clients, unrouted = self.clients_for(intake.run.target.code)
+            scored = await evaluate(intake, later_parts, self.config, clients, unrouted, spill, on_progress)
         except InvalidRun as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-
-    async def _run(self, request, context, on_progress=None):
-        run = await self._validated(request, context)
-        started = time.perf_counter()
-        clients, unrouted = self.clients_for(run.target.code)
-        try:
-            card = await evaluate(request, run, self.config, clients, unrouted, on_progress)
         except Exception as error:  # a bug, not bad input: say so, keep serving
-            log.exception("evaluate_failed", family="gateway", entries=len(request.corpus.entries))
+            log.exception("evaluate_failed", family="gateway")
             await context.abort(grpc.StatusCode.INTERNAL, f"evaluation failed: {type(error).__name__}: {error}")
         log.info(
             "evaluate",
-            run_id=card["run_id"],
+            run_id=scored.card["run_id"],
             family="gateway",
-            entries=len(request.corpus.entries),
+            entries=scored.card["scores"]["total"],
             duration_s=round(time.perf_counter() - started, 4),
+            spill_bytes=spill.size_bytes(),
         )
-        return await asyncio.to_thread(run_card_to_proto, card)
+        return scored
+
+    @staticmethod
+    async def _entry_chunks(scored: ScoredRun):
+        """The run card's entries, a batch at a time, built off the event loop."""
+        while True:
+            chunk = await asyncio.to_thread(next, scored.entry_results, None)
+            if chunk is None:
+                return
+            yield chunk
 
     async def Evaluate(self, request, context):
-        return gateway_pb2.EvaluateResponse(run_card=await self._run(request, context))
-
-    async def EvaluateUpload(self, request_iterator, context):
-        request = gateway_pb2.EvaluateRequest()
-        async for part in request_iterator:
-            request.MergeFrom(part)
-        async for update in self.EvaluateStream(request, context):
-            yield update
+        with RunSpill() as spill:
+            scored = await self._score(request, _no_more_parts(), context, spill)
+            card = await asyncio.to_thread(run_card_to_proto, scored.card)
+            async for chunk in self._entry_chunks(scored):
+                card.entries.extend(chunk)
+        return gateway_pb2.EvaluateResponse(run_card=card)
 
     async def EvaluateStream(self, request, context):
-        updates: asyncio.Queue = asyncio.Queue()
+        async for message in self._stream(request, _no_more_parts(), context):
+            yield message
 
-        def on_progress(done: int, total: int) -> None:
-            updates.put_nowait(gateway_pb2.EvaluateProgress(batches_done=done, batches_total=total))
+    async def EvaluateUpload(self, request_iterator, context):
+        parts = request_iterator.__aiter__()
+        try:
+            first_part = await parts.__anext__()
+        except StopAsyncIteration:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the upload carried no part")
+        async for message in self._stream(first_part, parts, context):
+            yield message
 
-        task = asyncio.ensure_future(self._run(request, context, on_progress))
-        while not task.done() or not updates.empty():
-            getter = asyncio.ensure_future(updates.get())
-            finished, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter in finished:
-                yield getter.result()
-            else:
-                getter.cancel()
-        card = task.result()
-        yield gateway_pb2.EvaluateProgress(run_card=card)
+    async def _stream(self, first_part, later_parts, context):
+        """Progress while scoring (coalesced: the newest counts when the
+        client is ready for them), then the run card, then its entries."""
+        latest: list[gateway_pb2.EvaluateProgress] = []
+        changed = asyncio.Event()
+
+        def on_progress(done: int, total: int, upload_complete: bool) -> None:
+            latest[:] = [gateway_pb2.EvaluateProgress(
+                batches_done=done, batches_total=total, upload_complete=upload_complete)]
+            changed.set()
+
+        with RunSpill() as spill:
+            task = asyncio.ensure_future(self._score(first_part, later_parts, context, spill, on_progress))
+            try:
+                while not task.done():
+                    waiter = asyncio.ensure_future(changed.wait())
+                    await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+                    waiter.cancel()
+                    if changed.is_set():
+                        changed.clear()
+                        yield latest[0]
+                scored = task.result()
+            finally:
+                task.cancel()  # the client went away: stop scoring
+            if changed.is_set():
+                yield latest[0]
+            yield gateway_pb2.EvaluateProgress(run_card=await asyncio.to_thread(run_card_to_proto, scored.card))
+            async for chunk in self._entry_chunks(scored):
+                yield gateway_pb2.EvaluateProgress(entries=chunk)
 
     async def Compare(self, request, context):
         seed = request.seed if request.HasField("seed") else DEFAULT_SEED

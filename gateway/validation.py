@@ -1,6 +1,8 @@
-"""Validation of an EvaluateRequest. Every error names the field path and,
-where there is one, the entry id, so the CLI can point at a file and line and
-the gRPC server can answer INVALID_ARGUMENT with a precise message."""
+"""Validation of an EvaluateRequest, piece by piece, so that a run uploaded
+in parts is checked as it arrives (gateway.intake puts the pieces together).
+Every error names the field path and, where there is one, the entry id, so
+the CLI can point at a file and line and the gRPC server can answer
+INVALID_ARGUMENT with a precise message."""
 from __future__ import annotations
 
 import math
@@ -52,55 +54,41 @@ def _check_term(term, field: str, entry_id: str | None = None) -> None:
         raise InvalidRun(field, "source and target must be non-empty strings", entry_id)
 
 
-def _validate_corpus(corpus: gateway_pb2.Corpus) -> set[str]:
-    if not corpus.entries:
-        raise InvalidRun("corpus.entries", "the corpus has no entries")
-    seen: set[str] = set()
-    for index, entry in enumerate(corpus.entries):
-        path = f"corpus.entries[{index}]"
-        if not entry.id:
-            raise InvalidRun(f"{path}.id", "is required")
-        if entry.id in seen:
-            raise InvalidRun(f"{path}.id", "duplicate entry id", entry.id)
-        seen.add(entry.id)
-        if not entry.source.strip():
-            raise InvalidRun(f"{path}.source", "must be a non-empty string", entry.id)
-        if not entry.reference.strip():
-            # sacreBLEU refuses empty references; an entry needs one (SPEC §9).
-            raise InvalidRun(f"{path}.reference", "must be a non-empty string", entry.id)
-        if entry.HasField("difficulty") and not 1 <= entry.difficulty <= 5:
-            raise InvalidRun(f"{path}.difficulty", f"must be 1-5, got {entry.difficulty}", entry.id)
-        for term_index, term in enumerate(entry.terms):
-            _check_term(term, f"{path}.terms[{term_index}]", entry.id)
-    return seen
+def check_entry(entry: gateway_pb2.CorpusEntry, index: int) -> None:
+    """One corpus entry on its own; `index` counts entries across upload parts."""
+    path = f"corpus.entries[{index}]"
+    if not entry.id:
+        raise InvalidRun(f"{path}.id", "is required")
+    if not entry.source.strip():
+        raise InvalidRun(f"{path}.source", "must be a non-empty string", entry.id)
+    if not entry.reference.strip():
+        # sacreBLEU refuses empty references; an entry needs one (SPEC §9).
+        raise InvalidRun(f"{path}.reference", "must be a non-empty string", entry.id)
+    if entry.HasField("difficulty") and not 1 <= entry.difficulty <= 5:
+        raise InvalidRun(f"{path}.difficulty", f"must be 1-5, got {entry.difficulty}", entry.id)
+    for term_index, term in enumerate(entry.terms):
+        _check_term(term, f"{path}.terms[{term_index}]", entry.id)
 
 
-def _validate_predictions(predictions, corpus_ids: set[str]) -> None:
-    seen: set[str] = set()
-    for index, prediction in enumerate(predictions):
-        path = f"predictions[{index}]"
-        entry_id = prediction.id
-        if not entry_id:
-            raise InvalidRun(f"{path}.id", "is required")
-        if entry_id not in corpus_ids:
-            raise InvalidRun(f"{path}.id", "no corpus entry has this id", entry_id)
-        if entry_id in seen:
-            raise InvalidRun(f"{path}.id", "duplicate prediction for this id", entry_id)
-        seen.add(entry_id)
-        if not prediction.HasField("prediction") and not prediction.HasField("error"):
-            raise InvalidRun(
-                f"{path}.prediction", "missing (send `error` for an entry the method failed on)", entry_id
-            )
-        if prediction.HasField("latency_s"):
-            _finite_non_negative(prediction.latency_s, f"{path}.latency_s", entry_id)
-        if prediction.HasField("cost_usd"):
-            _finite_non_negative(prediction.cost_usd, f"{path}.cost_usd", entry_id)
-        if prediction.HasField("usage"):
-            for name in TOKEN_FIELDS:
-                if prediction.usage.HasField(name) and getattr(prediction.usage, name) < 0:
-                    raise InvalidRun(
-                        f"{path}.usage.{name}", f"must not be negative, got {getattr(prediction.usage, name)}", entry_id
-                    )
+def check_prediction(prediction: gateway_pb2.Prediction, index: int) -> None:
+    """One prediction on its own; whether its id names a corpus entry, once,
+    is the intake's to check (gateway.intake)."""
+    path = f"predictions[{index}]"
+    entry_id = prediction.id
+    if not entry_id:
+        raise InvalidRun(f"{path}.id", "is required")
+    if not prediction.HasField("prediction") and not prediction.HasField("error"):
+        raise InvalidRun(f"{path}.prediction", "missing (send `error` for an entry the method failed on)", entry_id)
+    if prediction.HasField("latency_s"):
+        _finite_non_negative(prediction.latency_s, f"{path}.latency_s", entry_id)
+    if prediction.HasField("cost_usd"):
+        _finite_non_negative(prediction.cost_usd, f"{path}.cost_usd", entry_id)
+    if prediction.HasField("usage"):
+        for name in TOKEN_FIELDS:
+            if prediction.usage.HasField(name) and getattr(prediction.usage, name) < 0:
+                raise InvalidRun(
+                    f"{path}.usage.{name}", f"must not be negative, got {getattr(prediction.usage, name)}", entry_id
+                )
 
 
 def _validate_meta(meta: gateway_pb2.RunMeta) -> None:
@@ -127,13 +115,12 @@ def _validate_meta(meta: gateway_pb2.RunMeta) -> None:
             _finite_non_negative(getattr(meta.pricing, name), f"meta.pricing.{name}")
 
 
-def validate_request(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) -> ValidatedRun:
-    """Raises InvalidRun on the first problem found."""
+def check_header(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) -> ValidatedRun:
+    """Everything of a run but its entries and predictions: languages, meta,
+    options, glossary. Raises InvalidRun on the first problem found."""
     corpus = request.corpus
     source = _language(cards, corpus.source_lang, "corpus.source_lang")
     target = _language(cards, corpus.target_lang, "corpus.target_lang")
-    corpus_ids = _validate_corpus(corpus)
-    _validate_predictions(request.predictions, corpus_ids)
     _validate_meta(request.meta)
     if request.options.batch_size < 0:
         raise InvalidRun("options.batch_size", f"must not be negative, got {request.options.batch_size}")
@@ -142,3 +129,17 @@ def validate_request(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) 
     for index, term in enumerate(request.glossary):
         _check_term(term, f"glossary[{index}]")
     return ValidatedRun(source=source, target=target)
+
+
+def header_fields_in(part: gateway_pb2.EvaluateRequest) -> list[str]:
+    """The header fields a later upload part sets (it must set none)."""
+    corpus = part.corpus
+    found = (
+        ("corpus.id", bool(corpus.id)),
+        ("corpus.source_lang", bool(corpus.source_lang)),
+        ("corpus.target_lang", bool(corpus.target_lang)),
+        ("meta", part.HasField("meta")),
+        ("glossary", len(part.glossary) > 0),
+        ("options", part.HasField("options")),
+    )
+    return [name for name, is_set in found if is_set]

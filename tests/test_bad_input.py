@@ -98,6 +98,9 @@ def write_run(tmp_path, corpus=None, prediction_lines=None):
          "predictions.jsonl:1: predictions[0].usage.prompt_tokens (id 'a'): must not be negative"),
         (['{"id": "a", "prediction": "Hola"}', '{"id": "a", "prediction": "Hola"}'],
          "predictions.jsonl:2: predictions[1].id (id 'a'): duplicate prediction"),
+        # Sent in corpus order (with their entries); the line is still the file's.
+        (['{"id": "b", "prediction": "Adiós"}', '{"id": "a", "prediction": "Hola", "latency_s": -1}'],
+         "predictions.jsonl:2: predictions[0].latency_s (id 'a'): must not be negative"),
     ],
 )
 def test_cli_prints_one_line_naming_file_line_and_field(tmp_path, lines, expected):

@@ -5,6 +5,7 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest, _bootstrap_resample
 
+from gateway import bootstrap
 from gateway.bootstrap import resample_counts, resampled_sums, values_from_sums
 from gateway.compare import CompareRefused, compare_run_cards
 from gateway.composite import composite_input
@@ -33,6 +34,18 @@ def test_resampled_corpus_scores_equal_sacrebleu_on_resampled_texts(run):
         for row, resample in enumerate(indices):
             expected = metric.corpus_score([hypotheses[i] for i in resample], [[references[i] for i in resample]]).score
             assert ours[row] == pytest.approx(expected, abs=1e-6)
+
+
+def test_resample_counts_do_not_depend_on_the_chunk_size(monkeypatch):
+    """Large corpora draw fewer resamples at a time (bounded memory); the
+    resamples are the same, those of sacreBLEU's single draw."""
+    indices = np.random.default_rng(7).choice(101, size=(120, 101), replace=True)
+    expected = np.stack([np.bincount(row, minlength=101) for row in indices])
+    assert np.array_equal(np.vstack(list(resample_counts(101, 120, 7))), expected)
+    monkeypatch.setattr(bootstrap, "CHUNK_BYTES", 16 * 101 * 3)
+    chunks = list(resample_counts(101, 120, 7))
+    assert [len(chunk) for chunk in chunks] == [3] * 40
+    assert np.array_equal(np.vstack(chunks), expected)
 
 
 def test_bounds_equal_sacrebleu_percentile_points(run):

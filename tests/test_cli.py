@@ -131,7 +131,7 @@ def test_a_run_larger_than_one_message_goes_through_the_upload(stack):
 
     from champollion.eval.v1 import gateway_pb2_grpc
     from gateway.inputs import request_parts
-    from gateway.run_card import run_card_from_proto
+    from gateway.run_card import collect_run_card
     from tests.conftest import make_request
 
     entries = [{"id": f"e{i}", "reference": f"una frase de prueba bastante larga número {i} " * 3}
@@ -145,5 +145,10 @@ def test_a_run_larger_than_one_message_goes_through_the_upload(stack):
             stub.Evaluate(request, timeout=60)
         assert refused.value.code() == grpc_module.StatusCode.RESOURCE_EXHAUSTED
         updates = list(stub.EvaluateUpload(request_parts(request, entries_per_part=500), timeout=300))
-    card = run_card_from_proto(updates[-1].run_card)
+    card = collect_run_card(updates)
     assert card["scores"]["total"] == 4000 and card["scores"]["exact_match_rate"] == 1.0
+    # The run card comes back in parts too: the card, then its entries a batch at a time.
+    entry_messages = [update for update in updates if update.entries]
+    assert len(entry_messages) == -(-4000 // 64)  # the stack's batch size
+    assert [entry["id"] for entry in card["entries"]] == [entry["id"] for entry in entries]
+    assert max(update.ByteSize() for update in updates) < 1024 * 1024

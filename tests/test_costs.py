@@ -7,6 +7,7 @@ import pytest
 from gateway.costs import (
     EntryUsage,
     Pricing,
+    UsageTally,
     compute_speed,
     compute_totals,
     cost_adjusted,
@@ -24,7 +25,7 @@ def test_totals_from_provider_costs():
         EntryUsage(usage(200, 40, reasoning=10, cached=64), 0.004, 3.0, source_chars=150),
     ]
     warnings = []
-    totals = compute_totals(entries, None, warnings)
+    totals = compute_totals(UsageTally.of(entries), warnings)
     assert totals["prompt_tokens"] == 300 and totals["completion_tokens"] == 60
     assert totals["reasoning_tokens"] == 10 and totals["cached_tokens"] == 64
     assert totals["total_tokens"] == 360
@@ -39,13 +40,13 @@ def test_totals_from_provider_costs():
 def test_price_table_charges_cached_prompt_tokens_at_their_price():
     pricing = Pricing(prompt_per_1m=1.0, completion_per_1m=4.0, cached_per_1m=0.5)
     entries = [EntryUsage(usage(1000, 500, cached=400), None, None, source_chars=10)]
-    totals = compute_totals(entries, pricing, [])
+    totals = compute_totals(UsageTally.of(entries, pricing), [])
     assert totals["total_cost_usd"] == pytest.approx((600 * 1.0 + 400 * 0.5 + 500 * 4.0) / 1e6)
 
 
 def test_unknown_cost_is_null_not_zero():
     entries = [EntryUsage(usage(10, 5), None, None, source_chars=10)]
-    totals = compute_totals(entries, None, [])
+    totals = compute_totals(UsageTally.of(entries), [])
     assert totals["total_cost_usd"] is None
     assert totals["cost_per_entry_usd"] is None and totals["cost_per_1k_tokens"] is None
 
@@ -53,7 +54,7 @@ def test_unknown_cost_is_null_not_zero():
 def test_partial_usage_is_summed_with_a_warning():
     entries = [EntryUsage(usage(10, 5), 0.1, None, 10), EntryUsage(None, None, None, 10)]
     warnings = []
-    totals = compute_totals(entries, None, warnings)
+    totals = compute_totals(UsageTally.of(entries), warnings)
     assert totals["total_tokens"] == 15
     assert any("1 of 2 entries" in w for w in warnings)
 
@@ -61,7 +62,7 @@ def test_partial_usage_is_summed_with_a_warning():
 def test_speed_uses_linear_percentiles():
     latencies = [0.2, 0.4, 0.4, 1.0, 3.0]
     entries = [EntryUsage(None, None, value, 1) for value in latencies] + [EntryUsage(None, None, None, 1)]
-    speed = compute_speed(entries, elapsed=30.0, total_tokens=600)
+    speed = compute_speed(UsageTally.of(entries), elapsed=30.0, total_tokens=600)
     assert speed["avg_latency_seconds"] == pytest.approx(np.mean(latencies))
     assert speed["median_latency_seconds"] == pytest.approx(0.4)
     assert speed["p95_latency_seconds"] == pytest.approx(1.0 + 0.8 * (3.0 - 1.0))
@@ -70,7 +71,7 @@ def test_speed_uses_linear_percentiles():
 
 
 def test_speed_without_inputs_is_null():
-    speed = compute_speed([EntryUsage(None, None, None, 1)], elapsed=None, total_tokens=None)
+    speed = compute_speed(UsageTally.of([EntryUsage(None, None, None, 1)]), elapsed=None, total_tokens=None)
     assert all(value is None for value in speed.values())
 
 

@@ -8,6 +8,7 @@ loopback, ports chosen by the OS.
   and equal, corpus and per-entry values, to an undisturbed run's;
 - a family with no live replica gives nulls and a warning naming it;
 - Describe reaches every family;
+- a 100,000-entry run uploaded in parts completes across two replicas;
 - a DNS name resolving to several addresses (what a Kubernetes headless
   Service gives the gateway, `dns:///surface.champollion.svc.cluster.local:50061`)
   is resolved by gRPC's own resolver and spread over by round_robin.
@@ -28,6 +29,7 @@ import time
 
 import grpc
 import pytest
+import sacrebleu
 import yaml
 
 from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
@@ -41,6 +43,7 @@ from gateway.local_cluster import (
     start_process,
     stop_processes,
 )
+from gateway.inputs import request_parts
 from gateway.run_card import run_card_from_proto
 from tests.conftest import EXAMPLE, make_request
 
@@ -186,6 +189,59 @@ def test_a_family_with_no_live_replica_is_null_with_a_warning(cluster):
     assert card["scores"]["chrf_plus_plus"] is not None
     assert card["scores"]["compliance_index"] is not None
     assert not any("'surface'" in w or "'compliance'" in w or "'behavioral'" in w for w in card["warnings"])
+
+
+# Short English→Spanish pairs (source, reference, prediction), repeated to make
+# a large run; every n-gram order matches somewhere, so BLEU needs no smoothing.
+LARGE_RUN_TEXTS = [
+    ("Save changes", "Guardar los cambios ahora", "Guardar los cambios ahora"),
+    ("Delete the file", "Eliminar el archivo de la lista", "Borrar el archivo de la lista"),
+    ("Open settings", "Abrir la configuración del sistema", "Abrir los ajustes"),
+    ("Sign in", "Iniciar sesión en la cuenta", "Iniciar sesión en tu cuenta"),
+    ("Try again later", "Vuelva a intentarlo más tarde", "Inténtelo de nuevo más tarde"),
+    ("Print the page", "Imprimir la página actual", "Imprimir la página"),
+    ("Close the window", "Cerrar la ventana", "Cerrar la ventana"),
+    ("Send a message", "Enviar un mensaje nuevo", "Mandar un mensaje nuevo"),
+]
+LARGE_RUN_SIZE = 100_000
+
+
+def test_a_100000_entry_upload_completes_across_replicas(tmp_path):
+    """A run larger than the tests' other runs by far, uploaded in parts as
+    the CLI sends it, through a gateway process and two surface replicas:
+    both replicas score batches, every entry comes back, in corpus order and
+    a batch per message, and the corpus values equal sacreBLEU's on the
+    distinct texts (repeating a set of texts scales its statistics, not its
+    scores)."""
+    entries, predictions = [], []
+    for index in range(LARGE_RUN_SIZE):
+        source, reference, prediction = LARGE_RUN_TEXTS[index % len(LARGE_RUN_TEXTS)]
+        entries.append({"id": f"large-{index}", "source": source, "reference": reference})
+        predictions.append({"id": f"large-{index}", "prediction": prediction})
+    request = make_request(entries, predictions, batch_size=1000)
+    with LocalCluster(families=("surface",), replicas={"surface": 2}, log_dir=tmp_path,
+                      startup_timeout=60) as cluster:
+        with grpc.insecure_channel(cluster.gateway_address, options=CHANNEL_OPTIONS) as channel:
+            updates = gateway_pb2_grpc.GatewayStub(channel).EvaluateUpload(request_parts(request), timeout=1200)
+            card, entry_messages, returned = None, 0, 0
+            for update in updates:
+                if update.HasField("run_card"):
+                    card = update.run_card
+                elif update.entries:
+                    assert [e.id for e in update.entries] == [e["id"] for e in entries[returned:returned + 1000]]
+                    returned += len(update.entries)
+                    entry_messages += 1
+        counts = [batches_of_run(replica, card.run_id) for replica in cluster.replicas("surface")]
+    assert returned == card.scores.total == LARGE_RUN_SIZE and entry_messages == 100
+    assert sum(counts) == 100 and all(counts), counts
+
+    hypotheses = [prediction for _, _, prediction in LARGE_RUN_TEXTS]
+    references = [[reference for _, reference, _ in LARGE_RUN_TEXTS]]
+    assert card.scores.chrf_plus_plus == pytest.approx(
+        sacrebleu.corpus_chrf(hypotheses, references, word_order=2).score, rel=1e-9)
+    assert card.scores.bleu == pytest.approx(sacrebleu.corpus_bleu(hypotheses, references).score, rel=1e-9)
+    assert card.scores.ter == pytest.approx(sacrebleu.corpus_ter(hypotheses, references).score, rel=1e-9)
+    assert card.scores.exact_match_rate == pytest.approx(2 / 8)
 
 
 class TinyDns:

@@ -1,0 +1,228 @@
+"""The intake of a run: from its parts (one for Evaluate, many for
+EvaluateUpload) to batches for the families, in corpus order.
+
+Each part is validated whole before any of its entries is batched, and the
+last part before any batch goes out at all, so a run sent in one message is
+refused before anything is scored. An entry's prediction comes in the same
+part as the entry or an earlier one; an entry without one by the end of its
+part has none (it scores as failed). So no entry waits for a later part, and
+batches keep corpus order with at most two parts in memory. What the run
+card needs of an entry later is kept compactly: counts and tallies here, the
+id, reference, difficulty and error in the run's spill on disk.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from champollion.cards import CardRegistry
+from champollion.eval.v1 import family_pb2, gateway_pb2
+from gateway.breakdowns import provenance_key
+from gateway.costs import TOKEN_FIELDS, EntryUsage, Pricing, UsageTally
+from gateway.spill import RunSpill
+from gateway.validation import (
+    InvalidRun,
+    ValidatedRun,
+    check_entry,
+    check_header,
+    check_prediction,
+    header_fields_in,
+)
+
+
+@dataclass
+class RunTally:
+    """What the run card's run-level blocks need of the entries, entry by entry."""
+    usage: UsageTally
+    total: int = 0
+    failed: int = 0
+    # Per entry, in corpus order: difficulty tier and provenance group (or None).
+    difficulties: list[str | None] = field(default_factory=list)
+    provenance: list[str | None] = field(default_factory=list)
+    domains: Counter = field(default_factory=Counter)
+    any_variants: bool = False
+
+
+def pricing_of(meta: gateway_pb2.RunMeta) -> Pricing | None:
+    if not meta.HasField("pricing"):
+        return None
+    pricing = meta.pricing
+    return Pricing(
+        prompt_per_1m=pricing.prompt_per_1m,
+        completion_per_1m=pricing.completion_per_1m,
+        cached_per_1m=pricing.cached_per_1m if pricing.HasField("cached_per_1m") else None,
+    )
+
+
+def _entry_usage(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None) -> EntryUsage:
+    usage = cost = latency = None
+    if prediction is not None:
+        if prediction.HasField("usage"):
+            usage = {name: getattr(prediction.usage, name) for name in TOKEN_FIELDS if prediction.usage.HasField(name)}
+        cost = prediction.cost_usd if prediction.HasField("cost_usd") else None
+        latency = prediction.latency_s if prediction.HasField("latency_s") else None
+    return EntryUsage(usage=usage, cost_usd=cost, latency_s=latency, source_chars=len(entry.source))
+
+
+def _error_of(prediction: gateway_pb2.Prediction | None) -> str | None:
+    if prediction is None:
+        return "no prediction"
+    return prediction.error if prediction.HasField("error") else None
+
+
+def _batch_entry(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None) -> family_pb2.BatchEntry:
+    """A missing or failed prediction becomes an empty output flagged
+    `failed`: failing is never rewarded."""
+    failed = prediction is None or prediction.HasField("error") or not prediction.HasField("prediction")
+    batch_entry = family_pb2.BatchEntry(
+        id=entry.id,
+        source=entry.source,
+        reference=entry.reference,
+        acceptable_variants=list(entry.acceptable_variants),
+        prediction="" if failed else prediction.prediction,
+        failed=failed,
+        morphology=list(entry.morphology),
+        terms=list(entry.terms),
+    )
+    if prediction is not None and prediction.HasField("raw_prediction"):
+        batch_entry.raw_prediction = prediction.raw_prediction
+    return batch_entry
+
+
+class RunIntake:
+    def __init__(self, first_part: gateway_pb2.EvaluateRequest, cards: CardRegistry, spill: RunSpill):
+        """Validates the run's header, carried by `first_part`."""
+        self.run: ValidatedRun = check_header(first_part, cards)
+        self.header = gateway_pb2.EvaluateRequest()
+        self.header.CopyFrom(first_part)
+        del self.header.corpus.entries[:]
+        del self.header.predictions[:]
+        self.tally = RunTally(usage=UsageTally(pricing_of(first_part.meta)))
+        self._first_part = first_part
+        self._spill = spill
+        # Predictions that came before their entry's part: id -> (index, a
+        # copy, so that the part they came in is not kept alive).
+        self._early: dict[str, tuple[int, gateway_pb2.Prediction]] = {}
+        # Entries whose part, and the parts before it, had no prediction for them.
+        self._unpredicted: set[str] = set()
+        self._entries_seen = 0
+        self._predictions_seen = 0
+        self._ready: list[family_pb2.BatchEntry] = []
+
+    def _batch_options(self) -> dict[str, str]:
+        options = {}
+        if self.header.meta.HasField("comet_model"):
+            options["comet_model"] = self.header.meta.comet_model
+        if self.header.options.disable_plugins:
+            options["plugins"] = "off"
+        return options
+
+    async def batches(
+        self, later_parts: AsyncIterator[gateway_pb2.EvaluateRequest], run_id: str, batch_size: int
+    ) -> AsyncIterator[family_pb2.ScoreBatchRequest]:
+        """Batches of `batch_size` entries (the last may be smaller), in
+        corpus order, from the first part and `later_parts`. Raises
+        InvalidRun on the first problem found."""
+        template = family_pb2.ScoreBatchRequest(
+            run_id=run_id,
+            source_lang=self.header.corpus.source_lang,
+            target_lang=self.header.corpus.target_lang,
+            options=self._batch_options(),
+            glossary=list(self.header.glossary),
+        )
+
+        def batch_of(entries) -> family_pb2.ScoreBatchRequest:
+            batch = family_pb2.ScoreBatchRequest()
+            batch.CopyFrom(template)
+            batch.entries.extend(entries)
+            return batch
+
+        # One part held back: its entries are batched only once the next part
+        # has come, or once the end of the upload has been checked.
+        held, number = self._first_part, 1
+        async for part in later_parts:
+            number += 1
+            misplaced = header_fields_in(part)
+            if misplaced:
+                raise InvalidRun(
+                    misplaced[0], f"set in upload part {number} (counting from 1); only the first part carries the run's header"
+                )
+            self._take(held)
+            while len(self._ready) >= batch_size:
+                yield batch_of(self._ready[:batch_size])
+                del self._ready[:batch_size]
+            held = part
+        self._take(held)
+        self._first_part = None
+        self._end_of_upload()
+        for start in range(0, len(self._ready), batch_size):
+            yield batch_of(self._ready[start:start + batch_size])
+        self._ready.clear()
+
+    def _take(self, part: gateway_pb2.EvaluateRequest) -> None:
+        """Validates a part and readies its entries, in order, each with its
+        prediction from this part or an earlier one."""
+        entries: dict[str, gateway_pb2.CorpusEntry] = {}
+        for entry in part.corpus.entries:
+            index = self._entries_seen
+            self._entries_seen += 1
+            check_entry(entry, index)
+            if entry.id in entries or self._spill.has_entry(entry.id):
+                raise InvalidRun(f"corpus.entries[{index}].id", "duplicate entry id", entry.id)
+            entries[entry.id] = entry
+        predictions: dict[str, gateway_pb2.Prediction] = {}
+        for prediction in part.predictions:
+            index = self._predictions_seen
+            self._predictions_seen += 1
+            check_prediction(prediction, index)
+            self._file_prediction(prediction, index, entries, predictions)
+        for entry_id, entry in entries.items():
+            prediction = predictions.get(entry_id)
+            if prediction is None and entry_id in self._early:
+                prediction = self._early.pop(entry_id)[1]
+            if prediction is None:
+                self._unpredicted.add(entry_id)
+            self._ready_entry(entry, prediction)
+
+    def _file_prediction(self, prediction: gateway_pb2.Prediction, index: int,
+                         entries: dict[str, gateway_pb2.CorpusEntry], predictions: dict) -> None:
+        """Puts a prediction with its entry in this part, or aside until its
+        entry comes; refuses a second one for an id, or one after its entry."""
+        entry_id, path = prediction.id, f"predictions[{index}].id"
+        if entry_id in predictions or entry_id in self._early:
+            raise InvalidRun(path, "duplicate prediction for this id", entry_id)
+        if entry_id in self._unpredicted:
+            raise InvalidRun(
+                path, "came after its entry's part; send a prediction in its entry's part or an earlier one", entry_id
+            )
+        if entry_id in entries:
+            predictions[entry_id] = prediction
+        elif self._spill.has_entry(entry_id):
+            raise InvalidRun(path, "duplicate prediction for this id", entry_id)
+        else:
+            early = gateway_pb2.Prediction()
+            early.CopyFrom(prediction)
+            self._early[entry_id] = (index, early)
+
+    def _end_of_upload(self) -> None:
+        if self._early:
+            entry_id, (index, _) = min(self._early.items(), key=lambda item: item[1][0])
+            raise InvalidRun(f"predictions[{index}].id", "no corpus entry has this id", entry_id)
+        if not self._entries_seen:
+            raise InvalidRun("corpus.entries", "the corpus has no entries")
+
+    def _ready_entry(self, entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None) -> None:
+        batch_entry = _batch_entry(entry, prediction)
+        difficulty = entry.difficulty if entry.HasField("difficulty") else None
+        self._spill.add_entry(self.tally.total, entry.id, entry.reference, difficulty, _error_of(prediction))
+        tally = self.tally
+        tally.total += 1
+        tally.failed += batch_entry.failed
+        tally.difficulties.append(None if difficulty is None else str(difficulty))
+        tally.provenance.append(provenance_key(entry))
+        if entry.domain:
+            tally.domains[entry.domain] += 1
+        tally.any_variants = tally.any_variants or bool(entry.acceptable_variants)
+        tally.usage.add(_entry_usage(entry, prediction))
+        self._ready.append(batch_entry)

@@ -1,0 +1,226 @@
+"""Runs in parts (EvaluateUpload) and run cards in parts: the same run card as
+one Evaluate call however the run is cut, validation across parts, and the
+fan-out's hold on the upload that keeps the gateway's memory bounded."""
+import asyncio
+import random
+
+import grpc
+import pytest
+
+from champollion.eval.v1 import family_pb2, gateway_pb2
+from gateway.fanout import FanOut
+from gateway.identity import corpus_version
+from gateway.inputs import request_parts
+from gateway.run_card import collect_run_card
+from gateway.spill import RunSpill
+from tests.conftest import evaluate, make_request
+
+ENTRIES = [
+    {"id": f"e{i:02d}", "source": f"Sentence number {i}.", "reference": f"La frase número {i} del corpus.",
+     **({"difficulty": 1 + i % 5} if i % 3 else {}),
+     **({"acceptable_variants": [f"Frase número {i} del corpus."]} if i == 7 else {})}
+    for i in range(40)
+]
+
+
+def predictions() -> list[dict]:
+    """Varied predictions with usage and latency; e05 failed, e11 missing."""
+    found = []
+    for i, entry in enumerate(ENTRIES):
+        if entry["id"] == "e11":
+            continue
+        prediction = {"id": entry["id"], "latency_s": 0.1 * i,
+                      "usage": gateway_pb2.Usage(prompt_tokens=10 + i, completion_tokens=5)}
+        if entry["id"] == "e05":
+            prediction["error"] = "timeout"
+        else:
+            prediction["prediction"] = entry["reference"] if i % 2 else f"Una frase {i} del corpus."
+        found.append(prediction)
+    return found
+
+
+def parts_of(request: gateway_pb2.EvaluateRequest, entry_cuts: list[int], prediction_part=None,
+             prediction_order: list[int] | None = None) -> list[gateway_pb2.EvaluateRequest]:
+    """The header, then one part per cut: entries [cut_k, cut_k+1). Each
+    prediction (taken in `prediction_order`) goes in part
+    `prediction_part(id, k)` for an entry in part k, by default part k."""
+    header = gateway_pb2.EvaluateRequest()
+    header.CopyFrom(request)
+    del header.corpus.entries[:]
+    del header.predictions[:]
+    parts = [gateway_pb2.EvaluateRequest() for _ in entry_cuts[1:]]
+    part_of_entry = {}
+    for number, (start, end) in enumerate(zip(entry_cuts, entry_cuts[1:])):
+        parts[number].corpus.entries.extend(request.corpus.entries[start:end])
+        part_of_entry.update((entry.id, number) for entry in request.corpus.entries[start:end])
+    for index in prediction_order or range(len(request.predictions)):
+        prediction = request.predictions[index]
+        number = part_of_entry.get(prediction.id, len(parts) - 1)
+        parts[prediction_part(prediction.id, number) if prediction_part else number].predictions.append(prediction)
+    return [header, *parts]
+
+
+def upload(gateway, parts) -> list[gateway_pb2.EvaluateProgress]:
+    return list(gateway.EvaluateUpload(iter(parts), timeout=120))
+
+
+def refused(gateway, parts) -> str:
+    with pytest.raises(grpc.RpcError) as caught:
+        upload(gateway, parts)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    return caught.value.details()
+
+
+def without_run_id(card: dict) -> dict:
+    return {key: value for key, value in card.items() if key != "run_id"}
+
+
+def test_spill_corpus_version_is_the_identity_one():
+    pairs = [("b", "Zwei"), ("a", "Eins"), ("ä", "Drei \"quoted\""), ("Z", "ᓀᐦᐃᔭᐍᐏᐣ"), ("a1", "𝔘nicode")]
+    with RunSpill() as spill:
+        for seq, (entry_id, reference) in enumerate(pairs):
+            spill.add_entry(seq, entry_id, reference, None, None)
+        assert spill.corpus_version() == corpus_version(pairs)
+        assert [row[0] for row in spill.entries()] == [pair[0] for pair in pairs]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_any_cut_of_the_upload_gives_the_one_message_run_card(gateway, run_card_validator, seed):
+    """Parts of uneven size, predictions shuffled and some sent parts before
+    their entry: the run card equals Evaluate's, entries in corpus order."""
+    request = make_request(ENTRIES, predictions(), batch_size=8)
+    request.meta.elapsed_seconds = 12.0
+    request.meta.pricing.prompt_per_1m = 1.0
+    request.meta.pricing.completion_per_1m = 2.0
+    expected = without_run_id(evaluate(gateway, request))
+
+    rng = random.Random(seed)
+    order = list(range(len(request.predictions)))
+    rng.shuffle(order)
+    entry_cuts = [0, *sorted(rng.sample(range(1, len(ENTRIES)), 4)), len(ENTRIES)]
+    parts = parts_of(request, entry_cuts, lambda _, number: rng.randint(0, number), order)
+    updates = upload(gateway, parts)
+    card = collect_run_card(updates)
+    run_card_validator.validate(card)
+    assert without_run_id(card) == expected
+    assert [entry["id"] for entry in card["entries"]] == [entry["id"] for entry in ENTRIES]
+    assert card["scores"]["errors"] == 2
+    progress = [update for update in updates if not update.HasField("run_card") and not update.entries]
+    assert progress[-1].upload_complete and progress[-1].batches_done == progress[-1].batches_total > 0
+
+
+def test_request_parts_send_each_prediction_with_its_entry():
+    request = make_request(ENTRIES)
+    reordered = [*reversed(request.predictions), gateway_pb2.Prediction(id="nowhere", prediction="x")]
+    del request.predictions[:]
+    request.predictions.extend(reordered)
+    header, *parts = request_parts(request, entries_per_part=15)
+    assert not header.corpus.entries and not header.predictions and header.corpus.target_lang == "spa"
+    assert [len(part.corpus.entries) for part in parts] == [15, 15, 10]
+    for part in parts:
+        assert {p.id for p in part.predictions} - {"nowhere"} == {e.id for e in part.corpus.entries}
+    assert parts[-1].predictions[-1].id == "nowhere"
+
+
+def test_a_prediction_after_its_entrys_part_is_refused(gateway):
+    """Its entry has been scored as having none by then."""
+    late = parts_of(make_request(ENTRIES), [0, 20, 40], lambda entry_id, number: 1 if entry_id == "e07" else number)
+    assert refused(gateway, late) == (
+        "predictions[19].id (id 'e07'): came after its entry's part; send a prediction in its entry's part "
+        "or an earlier one"
+    )
+
+
+def test_a_header_field_in_a_later_part_is_refused(gateway):
+    parts = parts_of(make_request(ENTRIES), [0, 20, 40])
+    parts[2].glossary.add(source="sentence", target="frase")
+    assert refused(gateway, parts) == (
+        "glossary: set in upload part 3 (counting from 1); only the first part carries the run's header")
+
+
+def test_errors_in_later_parts_name_the_index_across_parts(gateway):
+    request = make_request(ENTRIES)
+    request.corpus.entries[25].reference = " "
+    details = refused(gateway, parts_of(request, [0, 20, 40]))
+    assert details == "corpus.entries[25].reference (id 'e25'): must be a non-empty string"
+
+    request = make_request(ENTRIES)
+    request.corpus.entries[30].id = "e03"
+    details = refused(gateway, parts_of(request, [0, 20, 40]))
+    assert details == "corpus.entries[30].id (id 'e03'): duplicate entry id"
+
+    parts = parts_of(make_request(ENTRIES), [0, 20, 40])
+    parts[2].predictions.add(id="e04", prediction="otra vez")
+    assert refused(gateway, parts) == "predictions[40].id (id 'e04'): duplicate prediction for this id"
+
+    # The gateway still serves.
+    assert collect_run_card(upload(gateway, parts_of(make_request(ENTRIES), [0, 40])))
+
+
+def test_an_upload_without_parts_or_entries_is_refused(gateway):
+    assert refused(gateway, []) == "the upload carried no part"
+    header_only = parts_of(make_request(ENTRIES), [0, 40])[:1]
+    assert refused(gateway, header_only) == "corpus.entries: the corpus has no entries"
+
+
+class InFlight:
+    now = most = 0
+
+
+class SlowClient:
+    """A family client answering after a pause; counts the calls in flight
+    to all clients sharing `in_flight`."""
+
+    def __init__(self, name: str, in_flight: InFlight, fail_on: int | None = None):
+        self.name = name
+        self.fail_on = fail_on
+        self.shared = in_flight
+        self.calls = 0
+
+    async def score_batch(self, request):
+        self.calls += 1
+        self.shared.now += 1
+        self.shared.most = max(self.shared.most, self.shared.now)
+        try:
+            await asyncio.sleep(0.01)
+            if self.fail_on is not None and request.run_id == str(self.fail_on):
+                raise RuntimeError("analyzer crashed")
+            response = family_pb2.ScoreBatchResponse()
+            for entry in request.entries:
+                response.entries.add(id=entry.id)
+            return response
+        finally:
+            self.shared.now -= 1
+
+
+def run_fan_out(clients, batches: int, max_in_flight: int):
+    stored = []
+
+    async def main():
+        fan_out = FanOut({c.name: c for c in clients}, max_in_flight, lambda *answer: stored.append(answer[:2]))
+        for index in range(batches):
+            batch = family_pb2.ScoreBatchRequest(run_id=str(index))
+            batch.entries.add(id=f"b{index}")
+            await fan_out.submit(index, batch)
+        await fan_out.finish()
+        return fan_out
+
+    return asyncio.run(main()), stored
+
+
+def test_the_fan_out_holds_the_upload_to_max_in_flight_calls():
+    in_flight = InFlight()
+    clients = [SlowClient("surface", in_flight), SlowClient("behavioral", in_flight)]
+    fan_out, stored = run_fan_out(clients, batches=30, max_in_flight=3)
+    assert in_flight.most == 3
+    assert sorted(stored) == sorted((c.name, i) for c in clients for i in range(30))
+    assert (fan_out.answered, fan_out.scheduled, fan_out.failures) == (60, 60, {})
+
+
+def test_a_failed_family_gets_no_further_batches():
+    in_flight = InFlight()
+    clients = [SlowClient("surface", in_flight, fail_on=2), SlowClient("behavioral", in_flight)]
+    fan_out, stored = run_fan_out(clients, batches=20, max_in_flight=2)
+    assert fan_out.failures == {"surface": "RuntimeError: analyzer crashed"}
+    assert clients[0].calls < 20 and clients[1].calls == 20
+    assert ("behavioral", 19) in stored
