@@ -14,9 +14,12 @@ counted), batches per replica, the run card's size and largest message, and
 the peak resident memory (VmHWM from /proc) of the gateway process and of the
 largest family process, read after the run while they still live. Run it at
 two sizes (e.g. --entries 20000 and 100000) to see how the gateway's memory
-grows with the run.
+grows with the run. `--words 4` keeps the first four words of every text,
+so that runs of half a million entries take minutes, and `--families`
+picks the families.
 
 Usage: python bench/scale_out.py [--entries N] [--replicas 1,2] [--batch-size N]
+                                 [--words N] [--families surface,behavioral,compliance]
 """
 from __future__ import annotations
 
@@ -45,9 +48,13 @@ SCORES = ("chrf_plus_plus", "bleu", "ter", "exact_match_rate", "code_switching_r
 PART_SIZE = 2000
 
 
-def upload_parts(size: int, batch_size: int):
+def upload_parts(size: int, batch_size: int, words: int):
     """The run as EvaluateUpload parts: the header, then entries with their
-    predictions, each part built when gRPC asks for it."""
+    predictions, each part built when gRPC asks for it; texts cut to their
+    first `words` words (0: whole)."""
+    def clip(text: str) -> str:
+        return " ".join(text.split()[:words]) if words else text
+
     entries, predictions = segments(size)
     available = len(entries)
     header = gateway_pb2.EvaluateRequest(
@@ -59,8 +66,8 @@ def upload_parts(size: int, batch_size: int):
         for index in range(start, min(size, start + PART_SIZE)):
             entry, prediction = entries[index % available], predictions[index % available]
             entry_id = f"{entry['id']}#{index // available}"
-            part.corpus.entries.add(id=entry_id, source=entry["source"], reference=entry["reference"])
-            part.predictions.add(id=entry_id, prediction=prediction["prediction"])
+            part.corpus.entries.add(id=entry_id, source=clip(entry["source"]), reference=clip(entry["reference"]))
+            part.predictions.add(id=entry_id, prediction=clip(prediction["prediction"]))
         yield part
 
 
@@ -68,9 +75,9 @@ def mib(kb: int | None) -> str:
     return "n/a" if kb is None else f"{kb / 1024:.0f} MiB"
 
 
-def run(replicas: int, size: int, batch_size: int) -> dict:
+def run(replicas: int, size: int, batch_size: int, words: int, families: list[str]) -> dict:
     started = time.perf_counter()
-    with LocalCluster(families=FAMILIES, replicas=replicas, startup_timeout=120) as cluster:
+    with LocalCluster(families=families, replicas=replicas, startup_timeout=120) as cluster:
         startup_s = time.perf_counter() - started
         with grpc.insecure_channel(cluster.gateway_address, options=CHANNEL_OPTIONS) as channel:
             stub = gateway_pb2_grpc.GatewayStub(channel)
@@ -80,7 +87,7 @@ def run(replicas: int, size: int, batch_size: int) -> dict:
             started = time.perf_counter()
             card, entries, card_bytes, largest_message = None, 0, 0, 0
             try:
-                for update in stub.EvaluateUpload(upload_parts(size, batch_size), timeout=3600):
+                for update in stub.EvaluateUpload(upload_parts(size, batch_size, words), timeout=3600):
                     if update.HasField("run_card"):
                         card = update.run_card
                     elif update.entries:
@@ -122,13 +129,17 @@ def main() -> int:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--replicas", default="1,2", help="replica counts to compare, comma-separated")
     parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--words", type=int, default=0, help="keep the first N words of every text (0: all)")
+    parser.add_argument("--families", default=",".join(FAMILIES))
     args = parser.parse_args()
+    families = args.families.split(",")
 
-    print(f"{args.entries} entries (WMT21 en-de, eng->deu), batch size {args.batch_size}, "
-          f"families {', '.join(FAMILIES)}; uploaded in parts of {PART_SIZE} entries", flush=True)
+    texts = f"first {args.words} words of each text" if args.words else "whole texts"
+    print(f"{args.entries} entries (WMT21 en-de, eng->deu, {texts}), batch size {args.batch_size}, "
+          f"families {', '.join(families)}; uploaded in parts of {PART_SIZE} entries", flush=True)
     results = []
     for replicas in (int(part) for part in args.replicas.split(",")):
-        result = run(replicas, args.entries, args.batch_size)
+        result = run(replicas, args.entries, args.batch_size, args.words, families)
         results.append(result)
         if "error" in result:
             print(f"{replicas} replica(s) per family: FAILED: {result['error']}", flush=True)
