@@ -98,17 +98,35 @@ class Analyzer:
     def lemmas(self, word: str) -> set[str]:
         return {analysis.lemma for analysis in self.parsed(word)}
 
+    def _has_analysis(self, form: str) -> bool:
+        with self._lock:
+            # 'raw' skips the wrapper's conversion of paths to strings.
+            return bool(self._transducer.lookup(form, max_number=1, output="raw"))
+
     def accepts(self, word: str) -> bool:
         """At least one analysis (directly, or as a run-time compound) of an
         NFC word; cached per word type, since text is Zipfian and most tokens
         repeat."""
         known = self._accepted.get(word)
         if known is None:
-            known = any(self._lookup(form, 1) for form in self._case_forms(word)) or (
+            known = any(self._has_analysis(form) for form in self._case_forms(word)) or (
                 self._is_compound(word.lower(), 0)
             )
             self._accepted[word] = known
         return known
+
+    def rejected(self, words: list[str]) -> list[str]:
+        """The words `accepts` refuses, in order (one call per sentence
+        rather than per token: the per-token path is the cache)."""
+        known = self._accepted
+        rejected = []
+        for word in words:
+            accepted = known.get(word)
+            if accepted is None:
+                accepted = self.accepts(word)
+            if not accepted:
+                rejected.append(word)
+        return rejected
 
     def _ends_with(self, form: str, tag: str) -> bool:
         key = (form, tag)

@@ -66,7 +66,7 @@ class CrkSemanticMetric:
         if any(prediction == normalise_for_match(t) for t in (entry.reference, *entry.acceptable_variants)):
             return self._verdict("EXACT_MATCH")
         words = words_of(entry.prediction, keep_hyphenated=True)
-        rejected = [w for w in words if not self.analyzer.accepts(w)]
+        rejected = self.analyzer.rejected(words)
         expressed = frozenset().union(*(self.glossed(w) for w in words)) if words else frozenset()
         source = content_lemmas(entry.source)
         if not source:

@@ -132,7 +132,7 @@ class StructuralScorer:
 
     @staticmethod
     def _fst_acceptance(analyzer: Analyzer, words: list[str], values: dict, stats: dict) -> None:
-        rejected = [word for word in words if not analyzer.accepts(word)]
+        rejected = analyzer.rejected(words)
         accepted = len(words) - len(rejected)
         values["fst_acceptance_rate"] = _ratio(accepted, len(words))
         values["fst_accepted"] = accepted
