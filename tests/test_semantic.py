@@ -200,7 +200,8 @@ def test_resolution_reads_the_cards_and_honours_an_override():
     for code in ("hau", "swa"):
         assert resolve_comet_model(CARDS.get(code)).model_id == "masakhane/africomet-mtl"
     spanish = resolve_comet_model(CARDS.get("spa"))
-    assert (spanish.model_id, spanish.origin, spanish.validated) == (DEFAULT_COMET_MODEL, "default", True)
+    assert (spanish.model_id, spanish.origin, spanish.validated) == (DEFAULT_COMET_MODEL, "default", False)
+    assert resolve_comet_model(CARDS.get("deu")).validated is True
     assert resolve_comet_model(CARDS.get("crk")).validated is False
     override = resolve_comet_model(CARDS.get("spa"), "Unbabel/XCOMET-XL")
     assert (override.model_id, override.origin, override.validated) == ("Unbabel/XCOMET-XL", "override", False)
