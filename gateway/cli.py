@@ -20,6 +20,7 @@ from gateway.config import GatewayConfig, load_config
 from gateway.inputs import (
     InputError,
     build_request,
+    compare_parts,
     in_corpus_order,
     load_corpus,
     load_glossary,
@@ -121,7 +122,8 @@ def cmd_compare(args) -> int:
     with _gateway_or_embedded(args.gateway) as address:
         with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
             try:
-                response = gateway_pb2_grpc.GatewayStub(channel).Compare(request, timeout=600)
+                # Sent in parts, so that run cards larger than one gRPC message fit.
+                response = gateway_pb2_grpc.GatewayStub(channel).CompareUpload(compare_parts(request), timeout=600)
             except grpc.RpcError as error:
                 code = EXIT_INVALID_INPUT if error.code() == grpc.StatusCode.FAILED_PRECONDITION else EXIT_FAILURE
                 raise CliError(f"{error.details()}", code) from None

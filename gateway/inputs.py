@@ -289,6 +289,22 @@ def request_parts(request: gateway_pb2.EvaluateRequest, entries_per_part: int = 
         yield part
 
 
+def compare_parts(request: gateway_pb2.CompareRequest, entries_per_part: int = 5000):
+    """The request as CompareUpload parts: the settings and both cards
+    without their entries, then each card's entries in slices."""
+    header = gateway_pb2.CompareRequest()
+    header.CopyFrom(request)
+    del header.baseline.entries[:]
+    del header.system.entries[:]
+    yield header
+    for side in ("baseline", "system"):
+        entries = getattr(request, side).entries
+        for start in range(0, len(entries), entries_per_part):
+            part = gateway_pb2.CompareRequest()
+            getattr(part, side).entries.extend(entries[start:start + entries_per_part])
+            yield part
+
+
 _PREDICTION_PATH = re.compile(r"^predictions\[(\d+)\]")
 _CORPUS_PATH = re.compile(r"^corpus\.")
 _META_PATH = re.compile(r"^meta\.")

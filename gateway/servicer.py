@@ -155,6 +155,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         return dict_to_message(result, gateway_pb2.CompareResponse())
 
+    async def CompareUpload(self, request_iterator, context):
+        # Comparing needs both cards' statistics at once: the parts are merged.
+        request = gateway_pb2.CompareRequest()
+        async for part in request_iterator:
+            request.MergeFrom(part)
+        return await self.Compare(request, context)
+
     async def Describe(self, request, context):
         families = []
         for name in FAMILIES:

@@ -7,11 +7,11 @@ import random
 import grpc
 import pytest
 
-from champollion.eval.v1 import family_pb2, gateway_pb2
+from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from gateway.fanout import FanOut
 from gateway.identity import corpus_version
-from gateway.inputs import request_parts
-from gateway.run_card import collect_run_card
+from gateway.inputs import compare_parts, request_parts
+from gateway.run_card import collect_run_card, message_to_dict, run_card_to_proto
 from gateway.spill import RunSpill
 from tests.conftest import evaluate, make_request
 
@@ -224,3 +224,27 @@ def test_a_failed_family_gets_no_further_batches():
     assert fan_out.failures == {"surface": "RuntimeError: analyzer crashed"}
     assert clients[0].calls < 20 and clients[1].calls == 20
     assert ("behavioral", 19) in stored
+
+
+def test_run_cards_larger_than_one_message_are_compared_in_parts(stack, gateway):
+    """With a 64 KiB limit on what the client sends, Compare is refused and
+    CompareUpload answers exactly what Compare answers without the limit."""
+    entries = [{"id": f"c{i}", "source": f"Line {i}.", "reference": f"La línea número {i} del texto."}
+               for i in range(300)]
+    worse = [{"id": e["id"], "prediction": e["reference"] if i % 3 else "Otra cosa."} for i, e in enumerate(entries)]
+    baseline = evaluate(gateway, make_request(entries, worse))
+    system = evaluate(gateway, make_request(entries))
+    request = gateway_pb2.CompareRequest(
+        baseline=run_card_to_proto(baseline), system=run_card_to_proto(system), resamples=200)
+    assert request.ByteSize() > 64 * 1024
+    expected = message_to_dict(gateway.Compare(request, timeout=60))
+
+    options = [("grpc.max_send_message_length", 64 * 1024)]
+    with grpc.insecure_channel(stack.gateway_address, options=options) as channel:
+        limited = gateway_pb2_grpc.GatewayStub(channel)
+        with pytest.raises(grpc.RpcError) as refused_call:
+            limited.Compare(request, timeout=60)
+        assert refused_call.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        answer = limited.CompareUpload(compare_parts(request, entries_per_part=20), timeout=60)
+    assert message_to_dict(answer) == expected
+    assert expected["metrics"]["chrf_plus_plus"]["significant"] is True
