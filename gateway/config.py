@@ -30,7 +30,8 @@ class GatewayConfig:
     batch_size: int = 256
     # Deadline of one ScoreBatch call.
     deadline_seconds: float = 300.0
-    # ScoreBatch calls in flight at once across all families.
+    # ScoreBatch calls of one run in flight at once, across its families; an
+    # upload is read no further ahead than that.
     max_in_flight: int = 16
 
     def __post_init__(self):
