@@ -3,6 +3,9 @@ one Evaluate call however the run is cut, validation across parts, and the
 fan-out's hold on the upload that keeps the gateway's memory bounded."""
 import asyncio
 import random
+import tempfile
+import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -248,3 +251,29 @@ def test_run_cards_larger_than_one_message_are_compared_in_parts(stack, gateway)
         answer = limited.CompareUpload(compare_parts(request, entries_per_part=20), timeout=60)
     assert message_to_dict(answer) == expected
     assert expected["metrics"]["chrf_plus_plus"]["significant"] is True
+
+
+def test_a_client_leaving_mid_upload_leaves_no_spill_and_a_serving_gateway(stack, gateway):
+    def spills():
+        return set(Path(tempfile.gettempdir()).glob("champollion-run-*"))
+
+    before = spills()
+    parts = parts_of(make_request(ENTRIES, batch_size=4), [0, 10, 20, 30, 40])
+
+    during = set()
+
+    def leaving():
+        yield from parts[:3]
+        time.sleep(0.5)  # batches are being scored
+        during.update(spills() - before)
+        raise RuntimeError("client gone")
+
+    with pytest.raises(grpc.RpcError) as gone:
+        list(gateway.EvaluateUpload(leaving(), timeout=60))
+    assert gone.value.code() == grpc.StatusCode.UNKNOWN  # the client side cancelled
+    assert during, "the run had a spill while in flight"
+    deadline = time.monotonic() + 10
+    while spills() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert spills() - before == set()
+    assert collect_run_card(upload(gateway, parts))["scores"]["total"] == 40
