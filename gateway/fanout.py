@@ -159,9 +159,16 @@ class FanOut:
             self._on_progress(self.answered, self.scheduled)
 
     async def finish(self) -> None:
-        """Waits for every call sent."""
+        """Waits for every call sent. A family's failure is in `failures`;
+        anything else that went wrong (storing an answer: a full disk) is
+        the gateway's own and is raised."""
         while any(self._tasks.values()):
-            await asyncio.gather(*(task for tasks in self._tasks.values() for task in tasks), return_exceptions=True)
+            results = await asyncio.gather(
+                *(task for tasks in self._tasks.values() for task in tasks), return_exceptions=True
+            )
+            for result in results:
+                if isinstance(result, Exception):
+                    raise result
 
     def cancel(self) -> None:
         for tasks in self._tasks.values():

@@ -277,3 +277,19 @@ def test_a_client_leaving_mid_upload_leaves_no_spill_and_a_serving_gateway(stack
         time.sleep(0.1)
     assert spills() - before == set()
     assert collect_run_card(upload(gateway, parts))["scores"]["total"] == 40
+
+
+def test_an_answer_that_cannot_be_stored_fails_the_run_not_a_family():
+    def full_disk(*_):
+        raise OSError("database or disk is full")
+
+    async def main():
+        in_flight = InFlight()
+        fan_out = FanOut({"surface": SlowClient("surface", in_flight)}, 2, full_disk)
+        batch = family_pb2.ScoreBatchRequest(run_id="0")
+        batch.entries.add(id="b0")
+        await fan_out.submit(0, batch)
+        await fan_out.finish()
+
+    with pytest.raises(OSError, match="disk is full"):
+        asyncio.run(main())
