@@ -118,8 +118,6 @@ async def evaluate(
         await fan_out.finish()
     finally:
         fan_out.cancel()  # nothing left to cancel unless the upload failed
-    for family in fan_out.failures:
-        spill.drop_family(family)
     answered = [family for family in clients if family not in fan_out.failures]
 
     seed = header.options.seed if header.options.HasField("seed") else DEFAULT_SEED

@@ -89,9 +89,6 @@ class RunSpill:
     def add_response(self, family: str, batch: int, response: family_pb2.ScoreBatchResponse) -> None:
         self._db.execute("INSERT INTO responses VALUES (?, ?, ?)", (family, batch, response.SerializeToString()))
 
-    def drop_family(self, family: str) -> None:
-        self._db.execute("DELETE FROM responses WHERE family = ?", (family,))
-
     def responses(self, family: str) -> Iterator[family_pb2.ScoreBatchResponse]:
         """`family`'s answers in batch order."""
         rows = self._db.execute("SELECT body FROM responses WHERE family = ? ORDER BY batch", (family,))

@@ -54,6 +54,17 @@ def _embedding_supported(card: LanguageCard) -> bool:
     return bool((card.raw.get("metricModelSupport") or {}).get("embedding", False))
 
 
+def _record_mean_metric(output: BatchOutput, metric: str, scored: list[EntryInput], values: list[float]) -> None:
+    """Each entry's value of a metric whose corpus value is the mean of the
+    entries' (statistics [value, 1]); 0 for a failed entry, which was not
+    scored: failing is never rewarded."""
+    by_id = dict(zip((entry.id for entry in scored), values))
+    for result in output.entries:
+        value = by_id.get(result.id, 0.0)
+        result.values[metric] = value
+        result.stats[metric] = [value, 1.0]
+
+
 @dataclass
 class CometEngine:
     runner: CometRunner
@@ -178,11 +189,7 @@ class SemanticScorer:
         except EmbeddingUnavailable as error:
             output.warnings.append(f"{error}; semantic_score is null")
             return
-        by_id = dict(zip((e.id for e in scored), values))
-        for result in output.entries:
-            value = by_id.get(result.id, 0.0)  # a failed entry is never rewarded
-            result.values["semantic_score"] = value
-            result.stats["semantic_score"] = [value, 1.0]
+        _record_mean_metric(output, "semantic_score", scored, values)
         signature = self.embedder.signature() + ("" if use_source else "|src:unused")
         output.signatures["semantic_score"] = f"{signature}|version:{__version__}"
 
@@ -210,10 +217,6 @@ class SemanticScorer:
             output.warnings.append(f"COMET model {choice.model_id} failed on a batch ({type(error).__name__}: "
                                    f"{error}); comet_score is null")
             return
-        by_id = dict(zip((e.id for e in scored), scores))
-        for result in output.entries:
-            score = by_id.get(result.id, 0.0)  # a failed entry is never rewarded
-            result.values["comet_score"] = score
-            result.stats["comet_score"] = [score, 1.0]
+        _record_mean_metric(output, "comet_score", scored, scores)
         output.labels["comet_model"] = choice.model_id
         output.signatures["comet_score"] = f"{runner.info.signature()}|version:{__version__}"
