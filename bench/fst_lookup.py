@@ -31,12 +31,12 @@ import grpc  # noqa: E402
 from bench.surface_overhead import build_request  # noqa: E402
 from bench.wmt21 import DATA, read_lines  # noqa: E402
 from champollion import logs  # noqa: E402
+from champollion.analyzers import DEFAULT_FST_DIR  # noqa: E402
 from champollion.cards import default_registry  # noqa: E402
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc  # noqa: E402
-from gateway.run_card import run_card_from_proto  # noqa: E402
-from gateway.stack import EmbeddedStack  # noqa: E402
-from champollion.analyzers import DEFAULT_FST_DIR  # noqa: E402
+from champollion.launch.embedded import EmbeddedStack  # noqa: E402
 from champollion.words import words_of  # noqa: E402
+from gateway.card.run_card import run_card_from_proto  # noqa: E402
 
 ANALYZER = DEFAULT_FST_DIR / "eng.hfstol"
 # Each side is timed this many times; medians are reported.

@@ -26,9 +26,9 @@ from sacrebleu.metrics import BLEU, CHRF, TER  # noqa: E402
 from bench.wmt21 import segments  # noqa: E402
 from champollion import logs  # noqa: E402
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
+from champollion.launch.embedded import EmbeddedStack  # noqa: E402
 from champollion.text import normalise_for_match  # noqa: E402
-from gateway.run_card import run_card_from_proto  # noqa: E402
-from gateway.stack import EmbeddedStack  # noqa: E402
+from gateway.card.run_card import run_card_from_proto  # noqa: E402
 
 
 def direct_public_api(hypotheses, references):

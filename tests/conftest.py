@@ -10,8 +10,8 @@ import jsonschema
 import pytest
 
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from gateway.run_card import run_card_from_proto
-from gateway.stack import EmbeddedStack
+from champollion.launch.embedded import EmbeddedStack
+from gateway.card.run_card import run_card_from_proto
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "eng-spa"

@@ -67,7 +67,7 @@ def test_missing_prediction_counts_as_error_and_scores_as_empty(gateway):
 
 def run_cli(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+        [sys.executable, "-m", "champollion.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
     )
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from champollion.analyzers import DEFAULT_FST_DIR
 from champollion.cards import default_registry
-from gateway.corpus import corpus_value
+from gateway.card.corpus import corpus_value
 from services.behavioral.hallucination import hallucinated
 from services.behavioral.metrics import BehavioralScorer
 from services.behavioral.numbers import canonical, numbers_in

@@ -5,10 +5,10 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest, _bootstrap_resample
 
-from gateway import bootstrap
-from gateway.bootstrap import resample_counts, resampled_sums, values_from_sums
-from gateway.compare import CompareRefused, compare_run_cards
-from gateway.composite import composite_input
+from gateway.card import bootstrap
+from gateway.card.bootstrap import resample_counts, resampled_sums, values_from_sums
+from gateway.card.compare import CompareRefused, compare_run_cards
+from gateway.card.composite import composite_input
 from tests.conftest import evaluate, make_request
 from tests.test_surface_corpus import synthetic_corpus
 

@@ -12,7 +12,7 @@ from tests.conftest import EXAMPLE
 
 def champollion(*args, timeout=120):
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "champollion.cli", *args], capture_output=True, text=True, timeout=timeout
     )
 
 
@@ -61,7 +61,7 @@ def free_port() -> int:
 def test_serve_then_evaluate_through_the_gateway_address():
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "champollion.cli", "serve", "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -130,8 +130,7 @@ def test_a_run_larger_than_one_message_goes_through_the_upload(stack):
     import grpc as grpc_module
 
     from champollion.eval.v1 import gateway_pb2_grpc
-    from gateway.inputs import request_parts
-    from gateway.run_card import collect_run_card
+    from champollion.upload import collect_run_card, request_parts
     from tests.conftest import make_request
 
     entries = [{"id": f"e{i}", "reference": f"una frase de prueba bastante larga número {i} " * 3}

@@ -8,8 +8,8 @@ import pytest
 from champollion import __version__
 from champollion.cards import CardRegistry, default_registry
 from champollion.eval.v1 import gateway_pb2_grpc
-from gateway.corpus import corpus_value
-from gateway.stack import EmbeddedStack
+from champollion.launch.embedded import EmbeddedStack
+from gateway.card.corpus import corpus_value
 from services.compliance.metrics import ComplianceScorer
 from services.compliance.placeholders import scan_placeholders
 from services.compliance.rules import quote_characters

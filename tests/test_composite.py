@@ -1,7 +1,7 @@
 """Composite (SPEC §4) and tiers (§5) against hand computations."""
 import pytest
 
-from gateway.composite import WEIGHTS, compute_composite, quality_tier
+from gateway.card.composite import WEIGHTS, compute_composite, quality_tier
 
 
 def test_each_profile_sums_to_one():

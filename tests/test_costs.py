@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from gateway.costs import (
+from gateway.card.costs import (
     EntryUsage,
     Pricing,
     UsageTally,

@@ -7,8 +7,8 @@ import pytest
 
 from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
 from champollion.cards import default_registry
+from champollion.inputs import build_request, load_corpus, load_meta, load_predictions
 from champollion.words import words_of
-from gateway.inputs import build_request, load_corpus, load_meta, load_predictions
 from tests.conftest import REPO, evaluate
 
 EXAMPLE = REPO / "examples" / "eng-crk"

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from champollion.cards import default_registry
-from gateway.config import GatewayConfig
+from gateway.server.config import GatewayConfig
 
 REPO = Path(__file__).resolve().parent.parent
 K8S = REPO / "deploy" / "k8s"

@@ -8,7 +8,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from gateway.stack import EmbeddedStack
+from champollion.launch.embedded import EmbeddedStack
 from services.contract import BatchOutput
 from services.servicer import FamilyServicer
 from services.surface.metrics import SurfaceScorer

@@ -1,5 +1,5 @@
 """Corpus version and run fingerprint (SPEC §9)."""
-from gateway.identity import corpus_version, run_fingerprint
+from gateway.card.identity import corpus_version, run_fingerprint
 
 
 def test_corpus_version_ignores_order_but_not_edits():

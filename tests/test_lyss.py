@@ -5,10 +5,10 @@ import pytest
 
 from champollion.analyzers import AnalyzerRegistry
 from champollion.cards import default_registry
+from champollion.inputs import build_request, load_corpus, load_meta, load_predictions
 from eval_standards.crk.linter import CrkLinterMetric
 from eval_standards.crk.semantic import VERDICT_WEIGHTS, CrkSemanticMetric
 from eval_standards.plugins import PluginTools, discover
-from gateway.inputs import build_request, load_corpus, load_meta, load_predictions
 from services.contract import EntryInput
 from tests.conftest import REPO, evaluate
 

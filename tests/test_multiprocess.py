@@ -1,4 +1,4 @@
-"""The distributed topology on real processes (gateway.local_cluster): every
+"""The distributed topology on real processes (champollion.launch.local_cluster): every
 family in its own process, two structural replicas behind one
 `ipv4:host:port,host:port` target, a gateway process in front; all on
 loopback, ports chosen by the OS.
@@ -33,7 +33,7 @@ import sacrebleu
 import yaml
 
 from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
-from gateway.local_cluster import (
+from champollion.launch.local_cluster import (
     REPO,
     LocalCluster,
     ServiceProcess,
@@ -43,8 +43,8 @@ from gateway.local_cluster import (
     start_process,
     stop_processes,
 )
-from gateway.inputs import request_parts
-from gateway.run_card import run_card_from_proto
+from champollion.upload import request_parts
+from gateway.card.run_card import run_card_from_proto
 from tests.conftest import EXAMPLE, make_request
 
 FAMILIES = ("surface", "structural", "behavioral", "compliance")
@@ -350,10 +350,10 @@ def test_a_dns_name_with_several_addresses_is_balanced_round_robin(tmp_path):
 
 
 def test_the_launcher_prints_addresses_and_stops_on_sigterm(tmp_path):
-    """`python -m gateway.local_cluster` (what `champollion up` runs): the
+    """`python -m champollion.launch.local_cluster` (what `champollion up` runs): the
     addresses on stdout, every process stopped on SIGTERM."""
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "gateway.local_cluster", "--family", "surface", "--replicas", "surface=2",
+        [sys.executable, "-m", "champollion.launch.local_cluster", "--family", "surface", "--replicas", "surface=2",
          "--port", "0", "--log-dir", str(tmp_path)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

@@ -6,16 +6,16 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from gateway.composite import WEIGHTS
-from gateway.inputs import (
+from champollion.inputs import (
     build_request,
     load_corpus,
     load_glossary,
     load_meta,
     load_predictions,
 )
-from gateway.run_card import run_card_from_proto, run_card_to_proto
-from gateway.stack import EmbeddedStack
+from champollion.launch.embedded import EmbeddedStack
+from gateway.card.composite import WEIGHTS
+from gateway.card.run_card import run_card_from_proto, run_card_to_proto
 from tests.conftest import EXAMPLE, evaluate, load_schema, make_request
 
 

@@ -6,8 +6,8 @@ import pytest
 from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry, parse_analysis
 from champollion.cards import default_registry
 from champollion.eval.v1 import gateway_pb2_grpc, structural_pb2, structural_pb2_grpc
+from champollion.launch.embedded import EmbeddedStack
 from champollion.words import words_of
-from gateway.stack import EmbeddedStack
 from services.servicer import FamilyServicer
 from services.structural.metrics import StructuralScorer
 from services.structural.morphology import matched_gold

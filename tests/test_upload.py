@@ -11,11 +11,11 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
-from gateway.fanout import FanOut
-from gateway.identity import corpus_version
-from gateway.inputs import compare_parts, request_parts
-from gateway.run_card import collect_run_card, message_to_dict, run_card_to_proto
-from gateway.spill import RunSpill
+from champollion.upload import collect_run_card, compare_parts, request_parts
+from gateway.card.identity import corpus_version
+from gateway.card.run_card import message_to_dict, run_card_to_proto
+from gateway.server.fanout import FanOut
+from gateway.server.spill import RunSpill
 from tests.conftest import evaluate, make_request
 
 ENTRIES = [

@@ -12,23 +12,23 @@ from itertools import count, islice
 from typing import AsyncIterator, Callable, Iterator
 
 from champollion.eval.v1 import run_card_pb2
-from gateway.bootstrap import (
+from gateway.card.bootstrap import (
     ALPHA,
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     confidence_intervals,
 )
-from gateway.breakdowns import breakdown, size_warnings, tier_intervals
-from gateway.composite import WEIGHTS, Composite, compute_composite, quality_tier
-from gateway.config import GatewayConfig
-from gateway.corpus import corpus_values
-from gateway.costs import compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
-from gateway.fanout import FamilyClient, FanOut
-from gateway.identity import run_fingerprint
-from gateway.intake import RunIntake
-from gateway.layout import COUNT_OF_RATE, FAMILIES, FAMILY_SCORE_KEYS
-from gateway.merge import MergedStatistics, merge_entry_values, merge_statistics
-from gateway.spill import RunSpill
+from gateway.card.breakdowns import breakdown, size_warnings, tier_intervals
+from gateway.card.composite import WEIGHTS, Composite, compute_composite, quality_tier
+from gateway.card.corpus import corpus_values
+from gateway.card.costs import compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
+from gateway.card.identity import run_fingerprint
+from gateway.card.metrics import COUNT_OF_RATE, FAMILIES, FAMILY_SCORE_KEYS
+from gateway.server.config import GatewayConfig
+from gateway.server.fanout import FamilyClient, FanOut
+from gateway.server.intake import RunIntake
+from gateway.server.merge import MergedStatistics, merge_entry_values, merge_statistics
+from gateway.server.spill import RunSpill
 
 QUALITY_TIER_BASIS = "heuristic: engineering proxies, not validated by community review"
 EQUIVALENCE_WARNING = (

@@ -1,5 +1,5 @@
 """Validation of an EvaluateRequest, piece by piece, so that a run uploaded
-in parts is checked as it arrives (gateway.intake puts the pieces together).
+in parts is checked as it arrives (gateway.server.intake puts the pieces together).
 Every error names the field path and, where there is one, the entry id, so
 the CLI can point at a file and line and the gRPC server can answer
 INVALID_ARGUMENT with a precise message."""
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from champollion.cards import CardRegistry, LanguageCard, UnknownLanguage
 from champollion.eval.v1 import gateway_pb2
-from gateway.costs import TOKEN_FIELDS, parse_timestamp
+from gateway.card.costs import TOKEN_FIELDS, parse_timestamp
 
 MAX_RESAMPLES = 100_000
 
@@ -72,7 +72,7 @@ def check_entry(entry: gateway_pb2.CorpusEntry, index: int) -> None:
 
 def check_prediction(prediction: gateway_pb2.Prediction, index: int) -> None:
     """One prediction on its own; whether its id names a corpus entry, once,
-    is the intake's to check (gateway.intake)."""
+    is the intake's to check (gateway.server.intake)."""
     path = f"predictions[{index}]"
     entry_id = prediction.id
     if not entry_id:

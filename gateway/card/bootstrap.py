@@ -82,7 +82,7 @@ def percentile_interval(values: np.ndarray, alpha: float = ALPHA) -> dict[str, f
 
 def composite_from_values(values: dict[str, np.ndarray], weights: dict[str, float]) -> np.ndarray:
     """Composite of every resample with fixed (already re-normalised) weights."""
-    from gateway.composite import composite_input
+    from gateway.card.composite import composite_input
 
     total = np.zeros(len(next(iter(values.values()))))
     for metric_id, weight in weights.items():

@@ -121,22 +121,3 @@ def run_card_to_proto(card: dict) -> run_card_pb2.RunCard:
 
 def run_card_from_proto(message: run_card_pb2.RunCard) -> dict:
     return message_to_dict(message)
-
-
-def collect_run_card(updates, on_progress=None) -> dict:
-    """The run card from an EvaluateStream / EvaluateUpload answer: progress
-    messages (passed to `on_progress`), the card, then its entries in parts."""
-    card, entries = None, []
-    for update in updates:
-        if update.HasField("run_card"):
-            card = run_card_from_proto(update.run_card)
-        elif update.entries:
-            entries.extend(message_to_dict(entry) for entry in update.entries)
-        elif on_progress is not None:
-            on_progress(update)
-    if card is None:
-        raise ValueError("the gateway closed the stream without a run card")
-    if len(entries) != card["scores"]["total"]:
-        raise ValueError(f"the gateway sent {len(entries)} of the run card's {card['scores']['total']} entries")
-    card["entries"] = entries
-    return card

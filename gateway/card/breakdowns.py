@@ -6,9 +6,9 @@ from collections import Counter
 
 import numpy as np
 
-from gateway.bootstrap import TIER_CI_METRICS, confidence_intervals
-from gateway.composite import compute_composite
-from gateway.corpus import corpus_values
+from gateway.card.bootstrap import TIER_CI_METRICS, confidence_intervals
+from gateway.card.composite import compute_composite
+from gateway.card.corpus import corpus_values
 
 # Minimum corpus sizes for statistical reliability (seed 001 §6.3).
 MIN_EVALUATION_ENTRIES = 100

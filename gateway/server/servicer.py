@@ -11,16 +11,16 @@ import structlog
 from champollion import __version__
 from champollion.cards import CardRegistry, default_registry
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
-from gateway.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
-from gateway.compare import ComparableRun, CompareRefused, compare_runs
-from gateway.config import GatewayConfig
-from gateway.evaluation import ScoredRun, evaluate
-from gateway.fanout import FamilyClient
-from gateway.intake import RunIntake
-from gateway.layout import FAMILIES
-from gateway.run_card import dict_to_message, run_card_to_proto
-from gateway.spill import RunSpill
-from gateway.validation import InvalidRun
+from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from gateway.card.compare import ComparableRun, CompareRefused, compare_runs
+from gateway.card.metrics import FAMILIES
+from gateway.card.run_card import dict_to_message, run_card_to_proto
+from gateway.server.config import GatewayConfig
+from gateway.server.evaluation import ScoredRun, evaluate
+from gateway.server.fanout import FamilyClient
+from gateway.server.intake import RunIntake
+from gateway.server.spill import RunSpill
+from gateway.server.validation import InvalidRun
 
 log = structlog.get_logger()
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from gateway.layout import FAMILIES
+from gateway.card.metrics import FAMILIES
 
 
 @dataclass

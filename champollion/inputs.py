@@ -1,18 +1,17 @@
 """Reading a run from files (the CLI's input formats, documented in README.md)
 into an EvaluateRequest. This layer checks JSON syntax and types and remembers
 where each prediction came from; the rules about values (duplicates, unknown
-ids, negative counts, NaN) live in `gateway.validation`, shared with the RPC."""
+ids, negative counts, NaN) live in `gateway.server.validation`, shared with the RPC."""
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from champollion.eval.v1 import family_pb2, gateway_pb2, run_card_pb2
-from gateway.costs import TOKEN_FIELDS
-from gateway.run_card import dict_to_message
+from gateway.card.costs import TOKEN_FIELDS
+from gateway.card.run_card import dict_to_message
 
 
 class InputError(ValueError):
@@ -262,47 +261,6 @@ def in_corpus_order(predictions: PredictionFile, corpus: gateway_pb2.Corpus) -> 
     return PredictionFile(
         predictions.path, [predictions.predictions[i] for i in order], [predictions.lines[i] for i in order]
     )
-
-
-def request_parts(request: gateway_pb2.EvaluateRequest, entries_per_part: int = 2000):
-    """The request as EvaluateUpload parts: the header (everything but the
-    entries and predictions), then the entries in slices, each with the
-    predictions of its entries (a prediction whose id no entry has goes with
-    the last), so that no entry waits at the gateway for its prediction.
-    Predictions keep their relative order within a part."""
-    header = gateway_pb2.EvaluateRequest()
-    header.CopyFrom(request)
-    del header.corpus.entries[:]
-    del header.predictions[:]
-    yield header
-    entries = request.corpus.entries
-    part_count = max(1, math.ceil(len(entries) / entries_per_part))
-    position = {entry.id: index for index, entry in enumerate(entries)}
-    grouped: list[list[gateway_pb2.Prediction]] = [[] for _ in range(part_count)]
-    for prediction in request.predictions:
-        part = position.get(prediction.id, len(entries)) // entries_per_part
-        grouped[min(part, part_count - 1)].append(prediction)
-    for number, predictions in enumerate(grouped):
-        part = gateway_pb2.EvaluateRequest()
-        part.corpus.entries.extend(entries[number * entries_per_part:(number + 1) * entries_per_part])
-        part.predictions.extend(predictions)
-        yield part
-
-
-def compare_parts(request: gateway_pb2.CompareRequest, entries_per_part: int = 5000):
-    """The request as CompareUpload parts: the settings and both cards
-    without their entries, then each card's entries in slices."""
-    header = gateway_pb2.CompareRequest()
-    header.CopyFrom(request)
-    del header.baseline.entries[:]
-    del header.system.entries[:]
-    yield header
-    for side in ("baseline", "system"):
-        entries = getattr(request, side).entries
-        for start in range(0, len(entries), entries_per_part):
-            part = gateway_pb2.CompareRequest()
-            getattr(part, side).entries.extend(entries[start:start + entries_per_part])
-            yield part
 
 
 _PREDICTION_PATH = re.compile(r"^predictions\[(\d+)\]")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from champollion.eval.v1 import run_card_pb2
-from gateway.bootstrap import (
+from gateway.card.bootstrap import (
     ALPHA,
     composite_from_values,
     percentile_interval,

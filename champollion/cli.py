@@ -14,13 +14,9 @@ from tqdm import tqdm
 
 from champollion import logs
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
-from champollion.serving import MAX_MESSAGE_BYTES
-from gateway import local_cluster
-from gateway.config import GatewayConfig, load_config
-from gateway.inputs import (
+from champollion.inputs import (
     InputError,
     build_request,
-    compare_parts,
     in_corpus_order,
     load_corpus,
     load_glossary,
@@ -28,10 +24,13 @@ from gateway.inputs import (
     load_predictions,
     load_run_card_for_compare,
     locate_invalid,
-    request_parts,
 )
-from gateway.run_card import collect_run_card, message_to_dict
-from gateway.stack import EmbeddedStack, start_family, start_gateway, start_stack
+from champollion.launch import local_cluster
+from champollion.launch.embedded import EmbeddedStack, start_family, start_gateway, start_stack
+from champollion.serving import MAX_MESSAGE_BYTES
+from champollion.upload import collect_run_card, compare_parts, request_parts
+from gateway.card.run_card import message_to_dict
+from gateway.server.config import GatewayConfig, load_config
 from services.registry import IMPLEMENTED
 
 EXIT_INVALID_INPUT = 2

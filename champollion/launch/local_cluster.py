@@ -4,7 +4,7 @@ gateway process in front that reaches them by address, load-balancing with
 gRPC's own round_robin over an `ipv4:host:port,host:port` target, exactly as
 it does over a Kubernetes headless Service's DNS name.
 
-Each process is `python -m gateway.cli serve --family NAME --port 0 --host H`:
+Each process is `python -m champollion.cli serve --family NAME --port 0 --host H`:
 the OS picks the port, and the process's first stderr line names it. Its
 stderr (structlog JSON lines, one `score_batch` event per batch) goes to a
 file in the cluster's log folder.
@@ -14,7 +14,7 @@ file in the cluster's log folder.
         ...
         cluster.kill(cluster.replicas("structural")[0])     # SIGKILL one replica
 
-`python -m gateway.local_cluster` (or `main()`) keeps a cluster up until
+`python -m champollion.launch.local_cluster` (or `main()`) keeps a cluster up until
 Ctrl-C and prints the addresses.
 """
 from __future__ import annotations
@@ -129,7 +129,7 @@ class ServiceProcess:
         return self.popen is not None and self.popen.poll() is None
 
     def command(self, python: str) -> list[str]:
-        return [python, "-m", "gateway.cli", "serve", "--family", self.family,
+        return [python, "-m", "champollion.cli", "serve", "--family", self.family,
                 "--port", str(self.port), "--host", self.host, *self.extra_args]
 
     def events(self, event: str | None = None) -> list[dict]:
@@ -410,7 +410,7 @@ def _replica_counts(text: str | None) -> dict[str, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `champollion up` / `python -m gateway.local_cluster`."""
+    """The options of `champollion up` / `python -m champollion.launch.local_cluster`."""
     parser.add_argument("--family", action="append", default=[], metavar="NAME",
                         help="families to start (repeatable; default: every implemented family)")
     parser.add_argument("--replicas", default=None,

@@ -18,10 +18,10 @@ from typing import AsyncIterator
 
 from champollion.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
-from gateway.breakdowns import provenance_key
-from gateway.costs import TOKEN_FIELDS, EntryUsage, Pricing, UsageTally
-from gateway.spill import RunSpill
-from gateway.validation import (
+from gateway.card.breakdowns import provenance_key
+from gateway.card.costs import TOKEN_FIELDS, EntryUsage, Pricing, UsageTally
+from gateway.server.spill import RunSpill
+from gateway.server.validation import (
     InvalidRun,
     ValidatedRun,
     check_entry,

@@ -11,8 +11,8 @@ import grpc
 
 from champollion.eval.v1 import family_pb2_grpc, gateway_pb2_grpc
 from champollion.serving import start_server
-from gateway.config import GatewayConfig
-from gateway.servicer import FAMILY_SERVICE, GATEWAY_SERVICE, GatewayServicer
+from gateway.server.config import GatewayConfig
+from gateway.server.servicer import FAMILY_SERVICE, GATEWAY_SERVICE, GatewayServicer
 from services.registry import EXTRA_SERVICES, IMPLEMENTED
 
 

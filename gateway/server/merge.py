@@ -10,8 +10,8 @@ import numpy as np
 from google.protobuf import json_format
 
 from champollion.eval.v1 import family_pb2
-from gateway.layout import FAMILIES
-from gateway.spill import RunSpill
+from gateway.card.metrics import FAMILIES
+from gateway.server.spill import RunSpill
 
 # A language's eval-standard plugin (run by the structural family) overrides
 # the universal value of these metrics (DESIGN.md, "Language knowledge is data").

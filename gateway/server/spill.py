@@ -72,7 +72,7 @@ class RunSpill:
         yield from self._db.execute("SELECT id, difficulty, error FROM entries ORDER BY seq")
 
     def corpus_version(self) -> str:
-        """The same SHA-256 as gateway.identity.corpus_version (canonical JSON
+        """The same SHA-256 as gateway.card.identity.corpus_version (canonical JSON
         of the [id, reference] pairs sorted by id), streamed from disk.
         SQLite compares TEXT as UTF-8 bytes, which orders as code points do,
         as Python's sort does."""

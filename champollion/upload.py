@@ -1,0 +1,69 @@
+"""The client's side of the streaming RPCs: a run sent to EvaluateUpload in
+parts, two run cards sent to CompareUpload in parts, and a run card put back
+together from an EvaluateStream / EvaluateUpload answer."""
+from __future__ import annotations
+
+import math
+
+from champollion.eval.v1 import gateway_pb2
+from gateway.card.run_card import message_to_dict, run_card_from_proto
+
+
+def request_parts(request: gateway_pb2.EvaluateRequest, entries_per_part: int = 2000):
+    """The request as EvaluateUpload parts: the header (everything but the
+    entries and predictions), then the entries in slices, each with the
+    predictions of its entries (a prediction whose id no entry has goes with
+    the last), so that no entry waits at the gateway for its prediction.
+    Predictions keep their relative order within a part."""
+    header = gateway_pb2.EvaluateRequest()
+    header.CopyFrom(request)
+    del header.corpus.entries[:]
+    del header.predictions[:]
+    yield header
+    entries = request.corpus.entries
+    part_count = max(1, math.ceil(len(entries) / entries_per_part))
+    position = {entry.id: index for index, entry in enumerate(entries)}
+    grouped: list[list[gateway_pb2.Prediction]] = [[] for _ in range(part_count)]
+    for prediction in request.predictions:
+        part = position.get(prediction.id, len(entries)) // entries_per_part
+        grouped[min(part, part_count - 1)].append(prediction)
+    for number, predictions in enumerate(grouped):
+        part = gateway_pb2.EvaluateRequest()
+        part.corpus.entries.extend(entries[number * entries_per_part:(number + 1) * entries_per_part])
+        part.predictions.extend(predictions)
+        yield part
+
+
+def compare_parts(request: gateway_pb2.CompareRequest, entries_per_part: int = 5000):
+    """The request as CompareUpload parts: the settings and both cards
+    without their entries, then each card's entries in slices."""
+    header = gateway_pb2.CompareRequest()
+    header.CopyFrom(request)
+    del header.baseline.entries[:]
+    del header.system.entries[:]
+    yield header
+    for side in ("baseline", "system"):
+        entries = getattr(request, side).entries
+        for start in range(0, len(entries), entries_per_part):
+            part = gateway_pb2.CompareRequest()
+            getattr(part, side).entries.extend(entries[start:start + entries_per_part])
+            yield part
+
+
+def collect_run_card(updates, on_progress=None) -> dict:
+    """The run card from an EvaluateStream / EvaluateUpload answer: progress
+    messages (passed to `on_progress`), the card, then its entries in parts."""
+    card, entries = None, []
+    for update in updates:
+        if update.HasField("run_card"):
+            card = run_card_from_proto(update.run_card)
+        elif update.entries:
+            entries.extend(message_to_dict(entry) for entry in update.entries)
+        elif on_progress is not None:
+            on_progress(update)
+    if card is None:
+        raise ValueError("the gateway closed the stream without a run card")
+    if len(entries) != card["scores"]["total"]:
+        raise ValueError(f"the gateway sent {len(entries)} of the run card's {card['scores']['total']} entries")
+    card["entries"] = entries
+    return card
