@@ -9,19 +9,24 @@ PROTOS := $(wildcard protos/champollion/eval/v1/*.proto)
 STUBS  := champollion/eval/v1/gateway_pb2.py
 
 EXAMPLE ?= examples/eng-spa
-# Debian packages for the analyzers: HFST tools, lttoolbox's lt-print and the
-# Apertium language data the analyzers are converted from.
-APT_PACKAGES := hfst lttoolbox lttoolbox-dev apertium-nno-nob apertium-eng-spa apertium-eu-es
+# Debian packages: the HFST and lttoolbox tools and the Apertium data the
+# language cards' analyzers are built from (listed from the cards, so only once
+# the venv exists: `=` expands when used), plus EXTRA_APT_PACKAGES.
+FST_APT_PACKAGES = $(shell $(BIN)/python -m services.structural.analyzer_builds apt-packages)
+EXTRA_APT_PACKAGES ?=
+STORE_APT_PACKAGES = postgresql  # the run store's tests start a throw-away server (tests/postgres.py)
+APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(EXTRA_APT_PACKAGES)
 FST_DIR ?= build/fst
 FST_STAMP := $(FST_DIR)/.built
-FST_SOURCES := services/structural/build_analyzers.sh $(wildcard eval_standards/*/analyzer/*)
+FST_SOURCES := services/structural/build_analyzers.sh services/structural/analyzer_builds.py \
+	$(wildcard language_cards/*.yaml) $(wildcard eval_standards/*/analyzer/*)
 
 .PHONY: install proto run test bench clean system-packages fst
 
 install: $(STAMP) $(STUBS) $(FST_STAMP)
 
 # Installs the Debian packages that are missing (as root), or says which to install.
-system-packages:
+system-packages: $(STAMP)
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -34,9 +39,10 @@ system-packages:
 
 fst: $(FST_STAMP)
 
-$(FST_STAMP): $(FST_SOURCES)
+# Order-only on the venv: the card listing needs it, a reinstall need not rebuild.
+$(FST_STAMP): $(FST_SOURCES) | $(STAMP)
 	$(MAKE) system-packages
-	services/structural/build_analyzers.sh $(FST_DIR)
+	PYTHON=$(abspath $(BIN)/python) services/structural/build_analyzers.sh $(FST_DIR)
 	touch $@
 
 $(STAMP): pyproject.toml
@@ -68,6 +74,7 @@ bench: install
 	$(BIN)/python bench/surface_overhead.py
 	$(BIN)/python bench/bootstrap.py
 	$(BIN)/python bench/fst_lookup.py
+	$(BIN)/python bench/leaderboard.py
 
 clean:
 	rm -rf $(VENV) champollion/eval build *.egg-info

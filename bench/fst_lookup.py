@@ -75,7 +75,7 @@ def main() -> int:
     if not ANALYZER.is_file():
         raise SystemExit(f"{ANALYZER} is missing: run `make fst`")
 
-    keep_hyphenated = default_registry().get("eng").raw["words"]["keep_hyphenated"]
+    keep_hyphenated = default_registry().get("eng").words.keep_hyphenated
     sentences, tokens = [], []
     for sentence in english_sentences():
         sentences.append(sentence)

@@ -5,7 +5,9 @@ A language card lists analyzer file names in priority order (`fst.analyzer`);
 they are resolved against the analyzer directories (`CHAMPOLLION_FST_DIR`,
 several separated by ':'; default `build/fst`). The first file found is loaded,
 once per process and only when a run needs it, and remembered with its SHA-256
-so a run card can say exactly which analyzer scored it.
+so a run card can say exactly which analyzer scored it, and with its caveats:
+a file the card marks as a test fragment, or whose SHA-256 is not the one the
+card expects, is used but never silently.
 """
 from __future__ import annotations
 
@@ -13,10 +15,10 @@ import os
 import re
 import threading
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from champollion.cards import LanguageCard
+from champollion.cards import AnalyzerFile, CompoundRule, LanguageCard
 from champollion.files import sha256_of_file
 
 DEFAULT_FST_DIR = Path(__file__).resolve().parents[1] / "build" / "fst"
@@ -33,18 +35,7 @@ def analyzer_dirs() -> list[Path]:
 
 
 class AnalyzerMissing(LookupError):
-    """The card declares analyzers but none of the files exists."""
-
-
-@dataclass(frozen=True)
-class CompoundRule:
-    """Run-time compounding the analyzer file lacks (Apertium's `lt-proc -e`):
-    a word is accepted as left parts whose analyses end in `left_tag` followed
-    by a final part whose analysis ends in `right_tag`."""
-    left_tag: str
-    right_tag: str
-    max_parts: int = 3
-    min_part_chars: int = 2
+    """The card declares analyzers but none can be loaded (no file, or no hfst)."""
 
 
 @dataclass
@@ -56,6 +47,8 @@ class Analyzer:
     compounds: CompoundRule | None = None
     # How its analyses read: "giellalt" or "apertium" (see parse_analysis).
     tag_format: str = "giellalt"
+    # Why results from this file are not what the card promises (see caveats_of).
+    caveats: tuple[str, ...] = ()
     _transducer: object = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _accepted: dict[str, bool] = field(default_factory=dict, repr=False)
@@ -149,6 +142,18 @@ class Analyzer:
         return False
 
 
+def caveats_of(entry: AnalyzerFile, analyzer: Analyzer, code: str) -> tuple[str, ...]:
+    """What a run card must say about scoring with this file: the card marks
+    it as a test fragment, or its SHA-256 is not the one the card expects."""
+    found = []
+    if entry.test_fragment:
+        found.append(f"{analyzer.name} is the {code} card's test fragment, not a full analyzer")
+    if entry.sha256 and entry.sha256 != analyzer.sha256:
+        found.append(f"{analyzer.path} has SHA-256 {analyzer.sha256}, not the {entry.sha256} the {code} card "
+                     "expects: a different analyzer than the card's")
+    return tuple(found)
+
+
 class AnalyzerRegistry:
     """One analyzer per language per process, loaded on first use."""
 
@@ -157,21 +162,40 @@ class AnalyzerRegistry:
         self._loaded: dict[str, Analyzer] = {}
         self._lock = threading.Lock()
 
-    def candidates(self, card: LanguageCard) -> list[Path]:
+    def candidates(self, card: LanguageCard) -> list[tuple[AnalyzerFile, Path]]:
         directories = self.directories if self.directories is not None else analyzer_dirs()
-        return [directory / name for name in card.fst_analyzers for directory in directories]
+        return [(entry, directory / entry.file) for entry in card.fst.analyzers for directory in directories]
 
     def for_card(self, card: LanguageCard) -> Analyzer:
         with self._lock:
             if card.code not in self._loaded:
-                found = next((path for path in self.candidates(card) if path.is_file()), None)
+                candidates = self.candidates(card)
+                found = next(((entry, path) for entry, path in candidates if path.is_file()), None)
                 if found is None:
-                    looked = ", ".join(str(path) for path in self.candidates(card))
+                    looked = ", ".join(str(path) for _, path in candidates)
                     raise AnalyzerMissing(f"no analyzer for {card.code}: looked for {looked}")
-                fst = card.raw.get("fst") or {}
-                compounds = CompoundRule(**fst["compounds"]) if fst.get("compounds") else None
-                self._loaded[card.code] = Analyzer.load(found, compounds, fst.get("tag_format", "giellalt"))
+                entry, path = found
+                try:
+                    analyzer = Analyzer.load(path, card.fst.compounds, card.fst.tag_format)
+                except ImportError as error:
+                    raise AnalyzerMissing(f"no analyzer for {card.code}: {path} needs the hfst package "
+                                          f"(the fst extra), which is not installed ({error.name})") from None
+                self._loaded[card.code] = replace(analyzer, caveats=caveats_of(entry, analyzer, card.code))
             return self._loaded[card.code]
+
+    def for_scoring(self, card: LanguageCard, warnings: list[str], if_missing: str, if_caveat: str) -> Analyzer | None:
+        """The card's analyzer for a batch, or None when it names none or it
+        cannot be loaded; what the run card must know goes into `warnings`,
+        each ending in what it means for the family's metrics."""
+        if not card.fst.analyzers:
+            return None
+        try:
+            analyzer = self.for_card(card)
+        except AnalyzerMissing as error:
+            warnings.append(f"{error}; {if_missing}")
+            return None
+        warnings.extend(f"{caveat}: {if_caveat}" for caveat in analyzer.caveats)
+        return analyzer
 
     def loaded(self) -> dict[str, Analyzer]:
         return dict(self._loaded)

@@ -1,4 +1,5 @@
-"""The `champollion` command: evaluate, serve, describe."""
+"""The `champollion` command: evaluate, serve, compare, describe, and the
+stored runs (runs, show, leaderboard, db upgrade)."""
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import grpc
+from google.protobuf import json_format
+from tabulate import tabulate
 from tqdm import tqdm
 
 from champollion import logs
@@ -30,7 +33,10 @@ from champollion.launch.embedded import EmbeddedStack, start_family, start_gatew
 from champollion.serving import MAX_MESSAGE_BYTES
 from champollion.upload import collect_run_card, compare_parts, request_parts
 from gateway.card.run_card import message_to_dict
-from gateway.server.config import GatewayConfig, load_config
+from gateway.server.config import ConfigError, GatewayConfig, load_config
+from gateway.store import RunStore, StoreError, default_store_url
+from gateway.store.columns import SPEC_COLUMNS
+from gateway.store.location import parse_store_url, redact
 from services.registry import IMPLEMENTED
 
 EXIT_INVALID_INPUT = 2
@@ -62,6 +68,56 @@ def _gateway_or_embedded(address: str | None, **options):
             self._stack.__exit__(*exc_info)
 
     return _Embedded()
+
+
+def _store_url(args, configured: str | None = None) -> str | None:
+    """The run store of a gateway this command starts: none with --no-store,
+    else --store, else the gateway config's, else the default
+    ($CHAMPOLLION_STORE, or runs.sqlite in the XDG data folder). A corrupt
+    URL is a bad argument."""
+    if getattr(args, "no_store", False):
+        return None
+    url = args.store or configured or default_store_url()
+    try:
+        parse_store_url(url)
+    except StoreError as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
+    return url
+
+
+def _embedded_store_url(args) -> str | None:
+    """The store of the embedded gateway; none with --gateway, whose gateway
+    stores in its own."""
+    if args.gateway:
+        if args.store or getattr(args, "no_store", False):
+            raise CliError(f"--store and --no-store choose the embedded gateway's store; the gateway at "
+                           f"{args.gateway} uses its own", EXIT_INVALID_INPUT)
+        return None
+    return _store_url(args)
+
+
+def _rpc_failure(error: grpc.RpcError, address: str) -> CliError:
+    """A gateway's refusal as the command's error: bad arguments (an unknown
+    run id or sort column, cards that cannot be compared) exit 2, the rest 1."""
+    if error.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                        grpc.StatusCode.FAILED_PRECONDITION):
+        return CliError(error.details(), EXIT_INVALID_INPUT)
+    return CliError(f"gateway at {address}: {error.code().name}: {error.details()}", EXIT_FAILURE)
+
+
+def _ask_gateway(args, ask, store: bool = True):
+    """`ask(stub)` against --gateway, or else an embedded gateway without
+    families (reading stored runs or comparing cards scores no text), over
+    the store unless `store` is false."""
+    url = _embedded_store_url(args) if store else None
+    with _gateway_or_embedded(args.gateway, families=(), store=url) as address:
+        with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+            try:
+                return ask(gateway_pb2_grpc.GatewayStub(channel))
+            except grpc.RpcError as error:
+                raise _rpc_failure(error, address) from None
+            except ValueError as error:  # a stream that ended early
+                raise CliError(str(error), EXIT_FAILURE) from None
 
 
 def _stream_evaluation(address: str, request: gateway_pb2.EvaluateRequest) -> dict:
@@ -98,7 +154,7 @@ def cmd_evaluate(args) -> int:
     request.options.disable_plugins = args.no_plugins
     if args.comet_model:
         request.meta.comet_model = args.comet_model
-    with _gateway_or_embedded(args.gateway) as address:
+    with _gateway_or_embedded(args.gateway, store=_embedded_store_url(args)) as address:
         try:
             card = _stream_evaluation(address, request)
         except grpc.RpcError as error:
@@ -111,22 +167,115 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    try:
-        baseline, system = (load_run_card_for_compare(Path(path)) for path in (args.baseline, args.system))
-    except InputError as error:
-        raise CliError(str(error), EXIT_INVALID_INPUT) from None
-    request = gateway_pb2.CompareRequest(baseline=baseline, system=system, resamples=args.resamples or 0)
+    request = gateway_pb2.CompareRequest(resamples=args.resamples or 0)
     if args.seed is not None:
         request.seed = args.seed
-    with _gateway_or_embedded(args.gateway) as address:
-        with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    for side, text in (("baseline", args.baseline), ("system", args.system)):
+        # A run card file, or else the id of a stored run.
+        if Path(text).is_file():
             try:
-                # Sent in parts, so that run cards larger than one gRPC message fit.
-                response = gateway_pb2_grpc.GatewayStub(channel).CompareUpload(compare_parts(request), timeout=600)
-            except grpc.RpcError as error:
-                code = EXIT_INVALID_INPUT if error.code() == grpc.StatusCode.FAILED_PRECONDITION else EXIT_FAILURE
-                raise CliError(f"{error.details()}", code) from None
+                getattr(request, side).CopyFrom(load_run_card_for_compare(Path(text)))
+            except InputError as error:
+                raise CliError(str(error), EXIT_INVALID_INPUT) from None
+        else:
+            setattr(request, f"{side}_run_id", text)
+    # Sent in parts, so that run cards larger than one gRPC message fit.
+    response = _ask_gateway(args, lambda stub: stub.CompareUpload(compare_parts(request), timeout=600),
+                            store=bool(request.baseline_run_id or request.system_run_id))
     _write_json(message_to_dict(response), args.out)
+    return 0
+
+
+def cmd_runs(args) -> int:
+    request = gateway_pb2.ListRunsRequest(dataset_id=args.dataset, model_slug=args.model)
+    runs = [_plain(run) for run in _ask_gateway(args, lambda stub: stub.ListRuns(request, timeout=60)).runs]
+    if args.json:
+        _write_json(runs, None)
+    else:
+        print(tabulate(
+            [[run["run_id"], run["created_at"], run["dataset_id"], run["model_slug"], run["condition"],
+              _number(run["composite_score"]), run["quality_tier"]] for run in runs],
+            headers=["run_id", "created_at", "dataset", "model", "condition", "composite", "tier"],
+        ))
+    return 0
+
+
+def cmd_show(args) -> int:
+    card = _ask_gateway(args, lambda stub: collect_run_card(stub.GetRun(
+        gateway_pb2.GetRunRequest(run_id=args.run_id), timeout=600)))
+    _write_json(card, args.out)
+    return 0
+
+
+def cmd_leaderboard(args) -> int:
+    request = gateway_pb2.LeaderboardRequest(
+        dataset_id=args.dataset, version=args.version, sort=args.sort, ascending=args.ascending,
+        all_submissions=args.all_submissions, include_disqualified=args.include_disqualified,
+    )
+    board = _ask_gateway(args, lambda stub: stub.Leaderboard(request, timeout=60))
+    rows = [_plain(row) for row in board.rows]
+    if args.json:
+        _write_json(rows, None)
+        return 0
+    order = "lowest" if args.ascending else "highest"
+    print(f"{board.dataset_id}, corpus version {board.corpus_version[:12]}, by {board.sort} ({order} first)")
+    print(tabulate(
+        [[row["rank"], row["model_slug"], _number(row["composite_score"]), _number(row["chrf_plus_plus"]),
+          _number(row["cost_per_entry_usd"]), _number(row["cost_adjusted"]), ", ".join(_flags(row))]
+         for row in rows],
+        headers=["rank", "model", "composite", "chrF++", "cost/entry", "cost_adjusted", "flags"],
+        disable_numparse=True,
+    ))
+    return 0
+
+
+def _flags(row: dict) -> list[str]:
+    flags = []
+    if row.get("cherry_pick_suspect"):
+        flags.append(f"cherry-pick suspect ({row['submissions_with_fingerprint']} submissions)")
+    if not row.get("comparable", True):
+        flags.append("not comparable")
+    if row.get("disqualified"):
+        flags.append("disqualified")
+    return flags
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+# A stored run's fields in print order (a Struct keeps none): rank and id,
+# then spec §9.1's columns in the spec's order, then the rest alphabetically.
+_FIELD_ORDER = {name: index for index, name in enumerate(("rank", "run_id", *(c.name for c in SPEC_COLUMNS)))}
+
+
+def _plain(struct) -> dict:
+    """A store row sent as a Struct, as a dict in print order. Struct numbers
+    are doubles: whole ones (ranks, counts) are written as integers."""
+    def plain(value):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        return value
+
+    row = plain(json_format.MessageToDict(struct))
+    return dict(sorted(row.items(), key=lambda item: (_FIELD_ORDER.get(item[0], len(_FIELD_ORDER)), item[0])))
+
+
+def cmd_db_upgrade(args) -> int:
+    url = _store_url(args)
+    try:
+        store = RunStore.open(url)  # opening migrates; upgrade says so explicitly
+        try:
+            store.upgrade()
+        finally:
+            store.close()
+    except StoreError as error:
+        raise CliError(str(error), EXIT_FAILURE) from None
+    print(f"store {redact(parse_store_url(url))} is at the latest schema", file=sys.stderr)
     return 0
 
 
@@ -154,9 +303,13 @@ def cmd_describe(args) -> int:
 async def _serve(args) -> None:
     servers = []
     host = args.host
+    # What the command line says about families goes to every family served
+    # (each factory takes what it uses: structural languages, semantic device...).
+    options = {key: value for key, value in (("languages", args.languages), ("device", args.device),
+                                             ("comet_dir", args.comet_dir)) if value}
     if not args.family:
         config = load_config(args.config) if args.config else None
-        stack = await start_stack(host=host, gateway_port=args.port)
+        stack = await start_stack(host=host, gateway_port=args.port, store=_store_url(args), family_options=options)
         if config is not None:
             raise CliError("--config applies to `serve --family gateway`", EXIT_INVALID_INPUT)
         servers = stack.servers
@@ -166,11 +319,10 @@ async def _serve(args) -> None:
             address = f"{host}:{args.port + offset}"
             if name == "gateway":
                 config = load_config(args.config) if args.config else GatewayConfig()
+                config.store = _store_url(args, config.store)
                 server, port, _ = await start_gateway(config, address)
             else:
-                options = {key: value for key, value in (("device", args.device), ("comet_dir", args.comet_dir))
-                           if value}
-                server, port = await start_family(name, address, languages=args.languages, **options)
+                server, port = await start_family(name, address, **options)
             servers.append(server)
             print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
     stop = asyncio.Event()
@@ -190,7 +342,10 @@ def cmd_serve(args) -> int:
         known = ", ".join(["gateway", *IMPLEMENTED])
         raise CliError(f"unknown family: {', '.join(unknown)}; available: {known}", EXIT_INVALID_INPUT)
     logs.configure(args.log_level)
-    asyncio.run(_serve(args))
+    try:
+        asyncio.run(_serve(args))
+    except ConfigError as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
     return 0
 
 
@@ -213,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="universal metrics only: leave the target language's eval-standard plugins out")
     evaluate.add_argument("--source-lang", help="source language (for a bare list of entries)")
     evaluate.add_argument("--target-lang", help="target language (for a bare list of entries)")
+    _add_store_options(evaluate, "store the run card in this store")
     evaluate.set_defaults(handler=cmd_evaluate)
 
     serve = commands.add_parser("serve", help="serve the gateway and families, or the named ones")
@@ -227,12 +383,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--device", choices=("cpu", "cuda"), help="semantic family: where COMET runs")
     serve.add_argument("--comet-dir", help="semantic family: directory of local COMET models")
     serve.add_argument("--log-level", default="INFO")
+    _add_store_options(serve, "the gateway stores every run card here (before the default: --config's store)")
     serve.set_defaults(handler=cmd_serve)
 
     compare = commands.add_parser("compare", help="paired bootstrap significance between two run cards")
-    compare.add_argument("baseline", help="run card JSON of the baseline")
-    compare.add_argument("system", help="run card JSON of the system compared with it")
-    compare.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
+    compare.add_argument("baseline", help="run card JSON of the baseline, or a stored run's id")
+    compare.add_argument("system", help="run card JSON of the system compared with it, or a stored run's id")
+    compare.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded gateway)")
+    _add_store_options(compare, "the store the run ids are in", no_store=False)
     compare.add_argument("--seed", type=int, help="bootstrap seed (default 12345, as sacreBLEU)")
     compare.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
     compare.add_argument("--out", help="write the comparison here instead of stdout")
@@ -246,7 +404,56 @@ def build_parser() -> argparse.ArgumentParser:
     describe = commands.add_parser("describe", help="what is loaded: families, metrics, languages")
     describe.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
     describe.set_defaults(handler=cmd_describe)
+
+    runs = commands.add_parser("runs", help="list stored runs, newest first")
+    runs.add_argument("--dataset", help="only runs on this corpus id")
+    runs.add_argument("--model", help="only runs of this model slug")
+    _add_reading_options(runs)
+    runs.set_defaults(handler=cmd_runs)
+
+    show = commands.add_parser("show", help="print a stored run card, entries included")
+    show.add_argument("run_id")
+    show.add_argument("--out", help="write the run card here instead of stdout")
+    _add_reading_options(show, json_flag=False)
+    show.set_defaults(handler=cmd_show)
+
+    leaderboard = commands.add_parser("leaderboard", help="stored runs of one corpus version, ranked")
+    leaderboard.add_argument("--dataset", required=True, help="corpus id")
+    leaderboard.add_argument("--version", help="corpus version (default: the latest stored one)")
+    leaderboard.add_argument("--sort", default="composite_score",
+                             help="a spec §9.1 numeric column or cost_adjusted (default composite_score)")
+    direction = leaderboard.add_mutually_exclusive_group()
+    direction.add_argument("--desc", dest="ascending", action="store_false", help="highest first (the default)")
+    direction.add_argument("--asc", dest="ascending", action="store_true", help="lowest first")
+    leaderboard.set_defaults(ascending=False)
+    leaderboard.add_argument("--all-submissions", action="store_true",
+                             help="every run of a fingerprint, not only its first submission")
+    leaderboard.add_argument("--include-disqualified", action="store_true", help="disqualified runs too")
+    _add_reading_options(leaderboard)
+    leaderboard.set_defaults(handler=cmd_leaderboard)
+
+    db = commands.add_parser("db", help="store maintenance")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    upgrade = db_commands.add_parser("upgrade", help="apply the store's pending migrations")
+    _add_store_options(upgrade, "the store to upgrade", no_store=False)
+    upgrade.set_defaults(handler=cmd_db_upgrade)
     return parser
+
+
+def _add_store_options(parser: argparse.ArgumentParser, purpose: str, no_store: bool = True) -> None:
+    parser.add_argument("--store", metavar="URL",
+                        help=f"{purpose}: sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DB "
+                             "(default: $CHAMPOLLION_STORE, else runs.sqlite in $XDG_DATA_HOME/champollion)")
+    if no_store:
+        parser.add_argument("--no-store", action="store_true", help="store nothing")
+
+
+def _add_reading_options(parser: argparse.ArgumentParser, json_flag: bool = True) -> None:
+    """The options of the commands that read stored runs."""
+    parser.add_argument("--gateway", help="HOST:PORT of a running gateway (default: an embedded gateway over --store)")
+    _add_store_options(parser, "the store to read", no_store=False)
+    if json_flag:
+        parser.add_argument("--json", action="store_true", help="JSON instead of a table")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from champollion.eval.v1 import family_pb2, gateway_pb2, run_card_pb2
-from gateway.card.costs import TOKEN_FIELDS
 from gateway.card.run_card import dict_to_message
+from gateway.card.usage import TOKEN_FIELDS
 
 
 class InputError(ValueError):
@@ -163,9 +163,17 @@ def _prediction(data, where: str) -> gateway_pb2.Prediction:
     fields.copy_to(prediction, ("prediction", "raw_prediction", "error"), fields.string)
     fields.copy_to(prediction, ("latency_s", "cost_usd"), fields.number)
     usage = fields.mapping("usage")
-    if usage is not None:
+    if usage is not None and set(usage.data) <= set(TOKEN_FIELDS):
+        # The flat form is the proto's own Usage, so it is typed here.
         prediction.usage.SetInParent()
         usage.copy_to(prediction.usage, TOKEN_FIELDS, usage.integer)
+    elif usage is not None:
+        # A provider's usage object goes as it came; the gateway maps it
+        # (gateway.card.usage), so one place knows the shapes.
+        try:
+            prediction.provider_usage.update(usage.data)
+        except OverflowError:
+            raise InputError(f"{usage.where}: a number too large for a token count") from None
     return prediction
 
 

@@ -13,6 +13,9 @@ def configure(level: str = "INFO") -> None:
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        # sys.stderr as it is when an event is written, not when configured:
+        # a caller that swaps it (pytest, running the CLI in-process) may
+        # close the old one.
+        logger_factory=lambda *args: structlog.PrintLogger(sys.stderr),
         cache_logger_on_first_use=False,
     )

@@ -59,7 +59,7 @@ class DiscoveredPlugins:
 def discover(card: LanguageCard, analyzer: Analyzer | None) -> DiscoveredPlugins:
     """Instances of the plugins the card declares; problems as messages."""
     found = DiscoveredPlugins()
-    names = list(card.raw.get("evalMetrics") or [])
+    names = list(card.eval_metrics)
     if not names:
         return found
     try:

@@ -2,30 +2,42 @@
 run-card schema, and small builders for requests."""
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
+import tempfile
+import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 import jsonschema
 import pytest
+import structlog
 
+from champollion import cli as champollion_cli
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from champollion.launch.embedded import EmbeddedStack
 from gateway.card.run_card import run_card_from_proto
+from gateway.store import default_store_url
+from tests.postgres import start_cluster
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "eng-spa"
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "run_card.schema.json"
 
+# No test writes to the real home: the default run store (and anything else
+# under XDG_DATA_HOME) lives in a temporary folder for the whole session.
+TEST_DATA_HOME = tempfile.mkdtemp(prefix="champollion-test-data-")
+atexit.register(shutil.rmtree, TEST_DATA_HOME, ignore_errors=True)
+os.environ["XDG_DATA_HOME"] = TEST_DATA_HOME
+os.environ["CHAMPOLLION_STORE"] = f"sqlite:///{TEST_DATA_HOME}/champollion/runs.sqlite"
+
 
 def load_schema() -> dict:
-    """The shared run-card schema (copied verbatim from shared/schemas), with
-    one correction: it types totals.cost_per_1k_tokens as an integer, but spec
-    §6.2 defines it as total_cost_usd / total_tokens x 1000, a fraction of a
-    dollar for any real run."""
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    schema["properties"]["totals"]["properties"]["cost_per_1k_tokens"]["type"] = ["number", "null"]
-    return schema
+    """The shared run-card schema, copied verbatim from shared/schemas."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="session")
@@ -37,7 +49,9 @@ def run_card_validator():
 
 @pytest.fixture(scope="session")
 def stack():
-    with EmbeddedStack(batch_size=64) as running:
+    # Its gateway stores every run card, as a real one does, in the session's
+    # temporary default store.
+    with EmbeddedStack(batch_size=64, store=default_store_url()) as running:
         yield running
 
 
@@ -45,6 +59,28 @@ def stack():
 def gateway(stack):
     with grpc.insecure_channel(stack.gateway_address) as channel:
         yield gateway_pb2_grpc.GatewayStub(channel)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster():
+    """A real PostgreSQL server for the session (tests/postgres.py)."""
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_cluster) -> str:
+    return postgres_cluster.url()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """A fresh, empty store for one test, on SQLite and on PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    cluster = request.getfixturevalue("postgres_cluster")
+    return cluster.create_database(f"store_{uuid.uuid4().hex[:12]}")
 
 
 def make_request(
@@ -71,3 +107,33 @@ def make_request(
 
 def evaluate(gateway, request) -> dict:
     return run_card_from_proto(gateway.Evaluate(request, timeout=120).run_card)
+
+
+def run_cli(*args) -> int:
+    """`champollion ARGS` in this process (arguments may be paths): the
+    command's exit status. main() configures structlog for a command's quiet
+    output; the session's configuration is put back, so later tests log as
+    before."""
+    saved = structlog.get_config()
+    try:
+        return champollion_cli.main([str(arg) for arg in args])
+    finally:
+        structlog.configure(**saved)
+
+
+class CliResult(NamedTuple):
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys):
+    """run_cli with what the command printed."""
+
+    def run(*args) -> CliResult:
+        capsys.readouterr()  # only this command's output
+        exit_code = run_cli(*args)
+        return CliResult(exit_code, *capsys.readouterr())
+
+    return run

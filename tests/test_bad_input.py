@@ -3,8 +3,6 @@ one-line error with file and line from the CLI (exit 2), and a server that
 keeps serving afterwards."""
 import json
 import math
-import subprocess
-import sys
 
 import grpc
 import pytest
@@ -65,12 +63,6 @@ def test_missing_prediction_counts_as_error_and_scores_as_empty(gateway):
     assert missing["error"] == "no prediction" and missing["scores"]["chrf_plus_plus"] == 0.0
 
 
-def run_cli(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "champollion.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
-    )
-
-
 def write_run(tmp_path, corpus=None, prediction_lines=None):
     corpus_path = tmp_path / "corpus.json"
     predictions_path = tmp_path / "predictions.jsonl"
@@ -83,6 +75,14 @@ def write_run(tmp_path, corpus=None, prediction_lines=None):
     lines = prediction_lines if prediction_lines is not None else ['{"id": "a", "prediction": "Hola"}']
     predictions_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(corpus_path), str(predictions_path)
+
+
+def invalid_input_line(result) -> str:
+    """What the CLI says about invalid input: exit 2, nothing on stdout, one line on stderr."""
+    assert result.exit_code == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("champollion: error: ")
+    return result.stderr
 
 
 @pytest.mark.parametrize(
@@ -103,13 +103,9 @@ def write_run(tmp_path, corpus=None, prediction_lines=None):
          "predictions.jsonl:2: predictions[0].latency_s (id 'a'): must not be negative"),
     ],
 )
-def test_cli_prints_one_line_naming_file_line_and_field(tmp_path, lines, expected):
-    result = run_cli("evaluate", *write_run(tmp_path, prediction_lines=lines))
-    assert result.returncode == 2, result.stderr
-    assert result.stdout == ""
-    message = result.stderr.strip()
-    assert "\n" not in message and message.startswith("champollion: error: ")
-    assert expected in message
+def test_cli_prints_one_line_naming_file_line_and_field(cli, stack, tmp_path, lines, expected):
+    assert expected in invalid_input_line(cli("evaluate", *write_run(tmp_path, prediction_lines=lines),
+                                              "--gateway", stack.gateway_address))
 
 
 @pytest.mark.parametrize(
@@ -126,16 +122,16 @@ def test_cli_prints_one_line_naming_file_line_and_field(tmp_path, lines, expecte
          "corpus.json: entries[0] (id 'a'): reference: must be a string"),
     ],
 )
-def test_cli_corpus_errors(tmp_path, corpus, expected):
-    result = run_cli("evaluate", *write_run(tmp_path, corpus=corpus))
-    assert result.returncode == 2, result.stderr
-    assert expected in result.stderr
+def test_cli_corpus_errors(cli, stack, tmp_path, corpus, expected):
+    assert expected in invalid_input_line(cli("evaluate", *write_run(tmp_path, corpus=corpus),
+                                              "--gateway", stack.gateway_address))
 
 
-def test_cli_bare_entry_list_needs_languages(tmp_path):
+def test_cli_bare_entry_list_needs_languages(cli, stack, tmp_path):
     corpus_path, predictions_path = write_run(tmp_path, corpus=[{"id": "a", "source": "Hello", "reference": "Hola"}])
-    result = run_cli("evaluate", corpus_path, predictions_path)
-    assert result.returncode == 2 and "--source-lang" in result.stderr
-    result = run_cli("evaluate", corpus_path, predictions_path, "--source-lang", "eng", "--target-lang", "es")
-    assert result.returncode == 0, result.stderr
+    result = cli("evaluate", corpus_path, predictions_path, "--gateway", stack.gateway_address)
+    assert result.exit_code == 2 and "--source-lang" in result.stderr
+    result = cli("evaluate", corpus_path, predictions_path, "--source-lang", "eng", "--target-lang", "es",
+                 "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["scores"]["exact_match_rate"] == 1.0

@@ -3,7 +3,7 @@ numbers, terminology (inflected forms through the target analyzer) and
 consistency."""
 import pytest
 
-from champollion.analyzers import DEFAULT_FST_DIR
+from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
 from champollion.cards import default_registry
 from gateway.card.corpus import corpus_value
 from services.behavioral.hallucination import hallucinated
@@ -104,6 +104,30 @@ def test_cree_inflected_term_through_the_fragment(scorer):
     output = score(scorer, "crk", [("The dogs are sleeping", "Atimwak ê-nipâcik.", "Atimwak ê-nipâcik.")],
                    [Term("dog", "atim")])
     assert output.entries[0].values["terminology_adherence"] == 1.0
+
+
+def test_a_missing_target_analyzer_is_warned_about(tmp_path):
+    """A behavioral service without the analyzers (no volume, as its image
+    had) still scores, and says what that costs: the inflected rendering is
+    a miss without the analyzer."""
+    rows = [("The houses are big", "Las casas son grandes", "Las casas son grandes")]
+    blind = score(BehavioralScorer(AnalyzerRegistry([tmp_path])), "spa", rows, [Term("house", "casa")])
+    (warning,) = [w for w in blind.warnings if "analyzer" in w]
+    assert "no analyzer for spa" in warning and str(tmp_path / "spa.hfstol") in warning
+    assert "terminology_adherence" in warning and "code_switching_rate" in warning and "without it" in warning
+    assert blind.entries[0].values["terminology_adherence"] == 0.0
+    assert "analyzer:none" in blind.signatures["code_switching_rate"]
+    # A card that names no analyzer is no reason to warn.
+    assert not [w for w in score(BehavioralScorer(AnalyzerRegistry([tmp_path])), "iku",
+                                 [("The dog", "ᕿᒻᒥᖅ", "ᕿᒻᒥᖅ")]).warnings if "analyzer" in w]
+
+
+def test_a_full_analyzer_raises_no_warning_and_the_test_fragment_does(scorer):
+    spa = score(scorer, "spa", [("The houses", "Las casas", "Las casas")])
+    assert spa.warnings == []
+    crk = score(scorer, "crk", [("The dog", "Atim", "Atim")])
+    assert any(w.startswith("crk-fragment.hfstol is the crk card's test fragment") and "terminology_adherence" in w
+               for w in crk.warnings), crk.warnings
 
 
 def test_entry_terms_apply_beside_the_glossary(scorer):

@@ -5,11 +5,15 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest, _bootstrap_resample
 
+from champollion.eval.v1 import gateway_pb2
+from champollion.inputs import load_corpus, load_predictions
 from gateway.card import bootstrap
-from gateway.card.bootstrap import resample_counts, resampled_sums, values_from_sums
-from gateway.card.compare import CompareRefused, compare_run_cards
+from gateway.card.bootstrap import confidence_intervals, resample_counts, resampled_sums
+from gateway.card.compare import ComparableRun, CompareRefused, compare_run_cards, compare_runs
 from gateway.card.composite import composite_input
-from tests.conftest import evaluate, make_request
+from gateway.card.corpus import values_from_sums
+from tests.conftest import REPO, evaluate, make_request
+from tests.test_composite import spec_composite
 from tests.test_surface_corpus import synthetic_corpus
 
 
@@ -155,3 +159,125 @@ def test_compare_refuses_different_corpus_versions(gateway):
     edited = evaluate(gateway, make_request(entries, predictions))
     with pytest.raises(CompareRefused, match="different corpus versions"):
         compare_run_cards(card, edited, 100, 12345)
+
+
+# --- Intervals with sparse denominators ------------------------------------------------------
+
+CRK = REPO / "examples" / "eng-crk"
+def drawn_counts(entry_count, resamples=1000, seed=12345):
+    """sacreBLEU's resampling, written out: how often each entry is drawn."""
+    indices = np.random.default_rng(seed).choice(entry_count, size=(resamples, entry_count), replace=True)
+    return np.stack([np.bincount(row, minlength=entry_count) for row in indices])
+
+
+def composite_by_hand(card, counts):
+    """Each resample's composite as SPEC §4 says, one resample at a time,
+    over the metrics defined in that resample."""
+    stats = {m: stats_of(card, m) for m in card["composite_coverage"]["weights"]}
+    chrf = CHRF(word_order=2)
+    composites = []
+    for row in counts:
+        values = {}
+        for metric_id, matrix in stats.items():
+            summed = row @ matrix
+            if metric_id == "chrf_plus_plus":
+                values[metric_id] = chrf._compute_score_from_stats(list(summed)).score
+            elif summed[1] > 0:
+                values[metric_id] = summed[0] / summed[1]
+        composites.append(spec_composite(values, card["composite_coverage"]["profile"]))
+    return np.sort(composites)
+
+
+@pytest.fixture(scope="module")
+def sparse_morphology_card(gateway):
+    """The Plains Cree example grown to 100 entries, gold morphology on 5."""
+    corpus = load_corpus(CRK / "corpus.json")
+    predictions = {p.id: p for p in load_predictions(CRK / "predictions.jsonl").predictions}
+    request = gateway_pb2.EvaluateRequest(corpus=gateway_pb2.Corpus(
+        id=corpus.id, source_lang=corpus.source_lang, target_lang=corpus.target_lang))
+    with_gold = 0
+    for index in range(100):
+        original = corpus.entries[index % len(corpus.entries)]
+        entry = request.corpus.entries.add()
+        entry.CopyFrom(original)
+        entry.id = f"{original.id}-{index}"
+        if entry.morphology and with_gold < 5:
+            with_gold += 1
+        else:
+            del entry.morphology[:]
+        if original.id in predictions:
+            prediction = request.predictions.add()
+            prediction.CopyFrom(predictions[original.id])
+            prediction.id = entry.id
+    assert with_gold == 5
+    return evaluate(gateway, request)
+
+
+def test_composite_interval_with_gold_morphology_on_5_of_100_entries(sparse_morphology_card, run_card_validator):
+    card = sparse_morphology_card
+    run_card_validator.validate(card)
+    assert card["composite_coverage"]["profile"] == "A"
+    assert "morphological_accuracy" in card["composite_coverage"]["weights"]
+    counts = drawn_counts(100)
+    # Some resamples draw none of the 5 annotated entries: morphology is undefined there.
+    undefined = int(((counts @ stats_of(card, "morphological_accuracy"))[:, 1] == 0).sum())
+    assert undefined > 0
+    interval = card["scores"]["confidence_intervals"]["composite"]
+    ordered = composite_by_hand(card, counts)
+    assert interval["ci_lower"] == pytest.approx(ordered[25])
+    assert interval["ci_upper"] == pytest.approx(ordered[974])
+    assert interval["ci_lower"] < card["scores"]["composite"] < interval["ci_upper"]
+    assert not any("no confidence interval" in w for w in card["warnings"]), card["warnings"]
+
+
+def test_an_interval_that_cannot_be_computed_is_named_in_the_warnings(gateway):
+    """Bokmål outputs with words in 2 of 100 entries (numbers are not words):
+    FST acceptance is defined, but not in resamples that draw neither; one
+    difficulty tier holds a single entry."""
+    entries = [{"id": f"n{i}", "reference": "Jeg leser boka i dag.", "difficulty": 5 if i == 0 else 1}
+               for i in range(100)]
+    predictions = [{"id": e["id"], "prediction": "Jeg leser boka i dag." if i < 2 else "2024"}
+                   for i, e in enumerate(entries)]
+    card = evaluate(gateway, make_request(entries, predictions, target_lang="nob"))
+    undefined = int((drawn_counts(100)[:, :2].sum(axis=1) == 0).sum())
+    assert 0 < undefined < 1000
+    intervals = card["scores"]["confidence_intervals"]
+    assert card["scores"]["fst_acceptance_rate"] == 1.0 and "fst_acceptance_rate" not in intervals
+    assert (f"no confidence interval for fst_acceptance_rate: undefined in {undefined} of 1000 resamples "
+            "(they draw no entry it counts)") in card["warnings"]
+    # The composite re-normalises over what each resample defines: it keeps its interval.
+    assert "composite" in intervals
+    assert set(card["scores"]["confidence_intervals_by_tier"]) == {"1"}
+    assert ("no confidence interval for exact_match_rate, chrf_plus_plus in difficulty tier 5: "
+            "1 entry is too few to resample") in card["warnings"]
+
+
+def test_intervals_say_why_they_are_missing():
+    rates = np.zeros((50, 2))
+    rates[0] = [1, 2]  # one entry with anything to count
+    found = confidence_intervals({"fst_acceptance_rate": rates, "exact_match_rate": np.ones((50, 2))},
+                                 {"exact_match_rate": 1.0}, 200, 3)
+    undefined = int((drawn_counts(50, 200, 3)[:, 0] == 0).sum())
+    assert set(found.found) == {"exact_match_rate", "composite"}
+    assert found.missing == {"fst_acceptance_rate": f"undefined in {undefined} of 200 resamples "
+                                                    "(they draw no entry it counts)"}
+    # A metric undefined everywhere is null, not an interval to explain.
+    nothing = confidence_intervals({"fst_acceptance_rate": np.zeros((50, 2))}, {}, 200, 3)
+    assert nothing.found == {} and nothing.missing == {}
+    one = confidence_intervals({"fst_acceptance_rate": np.zeros((1, 2)), "exact_match_rate": np.ones((1, 2))},
+                               {"exact_match_rate": 1.0}, 200, 3)
+    assert one.found == {}
+    assert one.missing == {"exact_match_rate": "1 entry is too few to resample",
+                           "composite": "1 entry is too few to resample"}
+
+
+def test_compare_names_a_difference_it_cannot_test():
+    rates = np.zeros((50, 2))
+    rates[:2] = [[1, 2], [2, 2]]
+    ids = [f"e{i}" for i in range(50)]
+    baseline = ComparableRun("v", ids, {"fst_acceptance_rate": rates, "exact_match_rate": np.ones((50, 2))}, None, {})
+    result = compare_runs(baseline, baseline, 300, 5)
+    undefined = int((drawn_counts(50, 300, 5)[:, :2].sum(axis=1) == 0).sum())
+    assert set(result["metrics"]) == {"exact_match_rate"}
+    assert result["warnings"] == [f"no confidence interval for fst_acceptance_rate (difference; no paired test): "
+                                  f"undefined in {undefined} of 300 resamples (they draw no entry it counts)"]

@@ -1,46 +1,77 @@
-"""The `champollion` command as a user runs it."""
+"""The `champollion` command. Most tests call it in this process
+(`champollion.cli.main`, the `cli` fixture) against the session's embedded
+stack; two run it as a user does, as a separate process: `evaluate` with its
+own embedded stack, and `serve`."""
 import json
 import socket
 import subprocess
 import sys
-import time
 
+import grpc
 import pytest
+import yaml
+from grpc_health.v1 import health_pb2
 
-from tests.conftest import EXAMPLE
+from champollion.eval.v1 import gateway_pb2_grpc
+from champollion.launch.local_cluster import health_status
+from champollion.upload import collect_run_card, request_parts
+from tests.conftest import EXAMPLE, make_request, run_cli
+
+# Spec §5.1: the first threshold the composite reaches names the tier.
+SPEC_TIER_THRESHOLDS = ((0.85, "fluent"), (0.70, "deployable"), (0.50, "functional"), (0.30, "emerging"),
+                        (0.00, "baseline"))
 
 
-def champollion(*args, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "champollion.cli", *args], capture_output=True, text=True, timeout=timeout
-    )
+def tier_for(composite: float) -> str:
+    return next(tier for threshold, tier in SPEC_TIER_THRESHOLDS if composite >= threshold)
 
 
 def example_args():
-    return [str(EXAMPLE / "corpus.json"), str(EXAMPLE / "predictions.jsonl"),
-            "--meta", str(EXAMPLE / "meta.json"), "--glossary", str(EXAMPLE / "glossary.json")]
+    return [EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl",
+            "--meta", EXAMPLE / "meta.json", "--glossary", EXAMPLE / "glossary.json"]
+
+
+@pytest.fixture(scope="module")
+def example_card(stack, tmp_path_factory):
+    """The example's run card, written by `evaluate --out` once for the module."""
+    path = tmp_path_factory.mktemp("cards") / "example.json"
+    assert run_cli("evaluate", *example_args(), "--out", path, "--gateway", stack.gateway_address) == 0
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def test_evaluate_embedded_prints_a_valid_run_card(run_card_validator):
-    result = champollion("evaluate", *example_args())
+    """As a user runs it: its own process, its own embedded stack."""
+    result = subprocess.run(
+        [sys.executable, "-m", "champollion.cli", "evaluate", *map(str, example_args())],
+        capture_output=True, text=True, timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     card = json.loads(result.stdout)
     run_card_validator.validate(card)
     assert card["model_slug"] == "example-llm-mini"
-    assert card["scores"]["quality_tier"] in {"fluent", "deployable", "functional", "emerging", "baseline"}
+    assert card["scores"]["composite"] is not None
+    assert card["scores"]["quality_tier"] == tier_for(card["scores"]["composite"])
 
 
-def test_evaluate_writes_out_file(tmp_path):
+def test_evaluate_writes_out_file(cli, stack, tmp_path):
     out = tmp_path / "card.json"
-    result = champollion("evaluate", *example_args(), "--out", str(out), "--batch-size", "5")
-    assert result.returncode == 0, result.stderr
+    result = cli("evaluate", *example_args(), "--out", out, "--batch-size", "5", "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
     assert result.stdout == ""
-    assert json.loads(out.read_text(encoding="utf-8"))["scores"]["total"] == 36
+    card = json.loads(out.read_text(encoding="utf-8"))
+    assert card["scores"]["total"] == 36
+    assert card["scores"]["quality_tier"] == tier_for(card["scores"]["composite"])
 
 
-def test_describe_embedded_lists_families_and_languages():
-    result = champollion("describe")
-    assert result.returncode == 0, result.stderr
+def test_describe_lists_families_and_languages(cli, stack):
+    result = cli("describe", "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
     description = json.loads(result.stdout)
     families = {f["family"]: f for f in description["families"]}
     assert families["surface"]["reachable"] is True
@@ -52,102 +83,99 @@ def test_describe_embedded_lists_families_and_languages():
     assert languages["crk"]["profile"] == "A"
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_serve_then_evaluate_through_the_gateway_address():
-    port = free_port()
+def test_serve_a_gateway_then_evaluate_through_its_address(cli, stack, example_card, tmp_path):
+    """`champollion serve --family gateway --config` as its own process, in
+    front of the session stack's families: it prints its address once it is
+    serving, gives the example the scores the in-process gateway gives, and
+    exits 0 on SIGTERM."""
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"families": stack.family_addresses}), encoding="utf-8")
     server = subprocess.Popen(
-        [sys.executable, "-m", "champollion.cli", "serve", "--port", str(port)],
+        [sys.executable, "-m", "champollion.cli", "serve", "--family", "gateway", "--config", str(config),
+         "--port", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
-        address = f"127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            result = champollion("describe", "--gateway", address)
-            if result.returncode == 0 or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
-        assert result.returncode == 0, result.stderr
-        result = champollion("evaluate", *example_args(), "--gateway", address)
-        assert result.returncode == 0, result.stderr
-        assert json.loads(result.stdout)["scores"]["total"] == 36
+        # The first line on stderr is the address, printed once the server has
+        # started; readline returns "" if the process dies first.
+        first_line = server.stderr.readline()
+        assert first_line, f"serve exited with {server.wait(timeout=10)}"
+        address = json.loads(first_line)["address"]
+        assert health_status(address, timeout=10) == health_pb2.HealthCheckResponse.SERVING
+        out = tmp_path / "card.json"
+        result = cli("evaluate", *example_args(), "--gateway", address, "--out", out)
+        assert result.exit_code == 0, result.stderr
     finally:
         server.terminate()
         server.wait(timeout=30)
+        server.stderr.close()
     assert server.returncode == 0
+    card = json.loads(out.read_text(encoding="utf-8"))
+    assert card["scores"] == json.loads(example_card.read_text(encoding="utf-8"))["scores"]
 
 
-def test_unreachable_gateway_is_a_clear_failure():
-    result = champollion("evaluate", *example_args(), "--gateway", f"127.0.0.1:{free_port()}")
-    assert result.returncode == 1
+def test_unreachable_gateway_is_a_clear_failure(cli):
+    result = cli("evaluate", *example_args(), "--gateway", f"127.0.0.1:{free_port()}")
+    assert result.exit_code == 1
     assert "UNAVAILABLE" in result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("champollion: error: ")
 
 
-def test_serving_an_unknown_family_says_so():
-    result = champollion("serve", "--family", "lexical")
-    assert result.returncode == 2
+def test_serving_an_unknown_family_says_so(cli):
+    result = cli("serve", "--family", "lexical")
+    assert result.exit_code == 2
     assert "unknown family: lexical" in result.stderr
 
 
-def test_compare_two_run_cards(tmp_path):
-    baseline, system = tmp_path / "a.json", tmp_path / "b.json"
-    assert champollion("evaluate", *example_args(), "--out", str(baseline)).returncode == 0
-    assert champollion("evaluate", *example_args(), "--out", str(system), "--seed", "7").returncode == 0
-    result = champollion("compare", str(baseline), str(system), "--resamples", "200")
-    assert result.returncode == 0, result.stderr
+def test_compare_two_run_cards(cli, stack, example_card, tmp_path):
+    reseeded = tmp_path / "b.json"
+    result = cli("evaluate", *example_args(), "--out", reseeded, "--seed", "7", "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
+    result = cli("compare", example_card, reseeded, "--resamples", "200", "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
     comparison = json.loads(result.stdout)
     chrf = comparison["metrics"]["chrf_plus_plus"]
     assert chrf["difference"] == 0 and chrf["significant"] is False
     assert comparison["bootstrap"]["resamples"] == 200
 
 
-def test_compare_refuses_different_corpus_versions(tmp_path):
-    baseline, system = tmp_path / "a.json", tmp_path / "b.json"
-    assert champollion("evaluate", *example_args(), "--out", str(baseline)).returncode == 0
-    card = json.loads(baseline.read_text(encoding="utf-8"))
+def test_compare_refuses_different_corpus_versions(cli, stack, example_card, tmp_path):
+    card = json.loads(example_card.read_text(encoding="utf-8"))
     card["dataset"]["version"] = "0" * 64
-    system.write_text(json.dumps(card), encoding="utf-8")
-    result = champollion("compare", str(baseline), str(system))
-    assert result.returncode == 2
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(card), encoding="utf-8")
+    result = cli("compare", example_card, other, "--gateway", stack.gateway_address)
+    assert result.exit_code == 2
     assert "different corpus versions" in result.stderr
 
 
-def test_compare_rejects_a_file_that_is_not_a_run_card(tmp_path):
+def test_compare_rejects_a_file_that_is_not_a_run_card(cli, stack, tmp_path):
     bogus = tmp_path / "x.json"
     bogus.write_text('{"hello": 1}', encoding="utf-8")
-    result = champollion("compare", str(bogus), str(bogus))
-    assert result.returncode == 2 and "not a Champollion run card" in result.stderr
+    result = cli("compare", bogus, bogus, "--gateway", stack.gateway_address)
+    assert result.exit_code == 2 and "not a Champollion run card" in result.stderr
 
 
 def test_a_run_larger_than_one_message_goes_through_the_upload(stack):
-    """With a 1 MiB message limit on the client, the unary call is refused
-    and the same run uploaded in parts is scored."""
-    import grpc as grpc_module
-
-    from champollion.eval.v1 import gateway_pb2_grpc
-    from champollion.upload import collect_run_card, request_parts
-    from tests.conftest import make_request
-
+    """With a 256 KiB message limit on the client, the unary call is refused
+    and the same run uploaded in parts is scored; the run card comes back in
+    parts too, each under the limit."""
+    limit = 256 * 1024
     entries = [{"id": f"e{i}", "reference": f"una frase de prueba bastante larga número {i} " * 3}
-               for i in range(4000)]
+               for i in range(1000)]
     request = make_request(entries)
-    assert request.ByteSize() > 1024 * 1024
-    options = [("grpc.max_send_message_length", 1024 * 1024), ("grpc.max_receive_message_length", -1)]
-    with grpc_module.insecure_channel(stack.gateway_address, options=options) as channel:
+    assert request.ByteSize() > limit
+    options = [("grpc.max_send_message_length", limit), ("grpc.max_receive_message_length", -1)]
+    with grpc.insecure_channel(stack.gateway_address, options=options) as channel:
         stub = gateway_pb2_grpc.GatewayStub(channel)
-        with pytest.raises(grpc_module.RpcError) as refused:
+        with pytest.raises(grpc.RpcError) as refused:
             stub.Evaluate(request, timeout=60)
-        assert refused.value.code() == grpc_module.StatusCode.RESOURCE_EXHAUSTED
-        updates = list(stub.EvaluateUpload(request_parts(request, entries_per_part=500), timeout=300))
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        updates = list(stub.EvaluateUpload(request_parts(request, entries_per_part=200), timeout=300))
     card = collect_run_card(updates)
-    assert card["scores"]["total"] == 4000 and card["scores"]["exact_match_rate"] == 1.0
-    # The run card comes back in parts too: the card, then its entries a batch at a time.
+    assert card["scores"]["total"] == 1000 and card["scores"]["exact_match_rate"] == 1.0
+    # The card, then its entries a batch at a time.
     entry_messages = [update for update in updates if update.entries]
-    assert len(entry_messages) == -(-4000 // 64)  # the stack's batch size
+    assert len(entry_messages) == -(-1000 // 64)  # the stack's batch size
     assert [entry["id"] for entry in card["entries"]] == [entry["id"] for entry in entries]
-    assert max(update.ByteSize() for update in updates) < 1024 * 1024
+    assert max(update.ByteSize() for update in updates) < limit

@@ -1,10 +1,37 @@
 """Composite (SPEC §4) and tiers (§5) against hand computations."""
+import numpy as np
 import pytest
 
-from gateway.card.composite import WEIGHTS, compute_composite, quality_tier
+from gateway.card.composite import WEIGHTS, compute_composite, quality_tier, weighted_composite
+
+# SPEC §4's table, typed from the spec.
+SPEC_WEIGHTS = {
+    "A": {
+        "fst_acceptance_rate": 0.25, "morphological_accuracy": 0.15, "chrf_plus_plus": 0.15,
+        "semantic_score": 0.15, "equivalent_match_rate": 0.10, "exact_match_rate": 0.05,
+        "code_switching_rate": 0.05, "terminology_adherence": 0.05, "hallucination_rate": 0.05,
+    },
+    "B": {
+        "chrf_plus_plus": 0.25, "semantic_score": 0.25, "equivalent_match_rate": 0.15, "exact_match_rate": 0.10,
+        "code_switching_rate": 0.10, "terminology_adherence": 0.05, "hallucination_rate": 0.05,
+        "orthographic_accuracy": 0.05,
+    },
+}
 
 
-def test_each_profile_sums_to_one():
+
+
+def spec_composite(values: dict, profile: str) -> float:
+    """SPEC §4 written out, for other tests: Σ w·v / Σ w over the given
+    (defined) values, chrF++ / 100, code-switching and hallucination as 1 - v."""
+    weights = SPEC_WEIGHTS[profile]
+    inputs = {m: v / 100 if m == "chrf_plus_plus" else 1 - v if m in ("code_switching_rate", "hallucination_rate")
+              else v for m, v in values.items()}
+    return sum(weights[m] * v for m, v in inputs.items()) / sum(weights[m] for m in inputs)
+
+
+def test_profiles_are_the_specs():
+    assert {profile: dict(weights) for profile, weights in WEIGHTS.items()} == SPEC_WEIGHTS
     for weights in WEIGHTS.values():
         assert sum(weights.values()) == pytest.approx(1.0)
 
@@ -19,7 +46,7 @@ def test_profile_b_with_every_metric():
     result = compute_composite(values, "B")
     assert result.value == pytest.approx(by_hand)
     assert result.missing == ()
-    assert result.weights == pytest.approx(WEIGHTS["B"])
+    assert result.weights == pytest.approx(SPEC_WEIGHTS["B"])
 
 
 def test_profile_a_renormalises_over_present_metrics():
@@ -36,6 +63,25 @@ def test_profile_a_renormalises_over_present_metrics():
     assert set(result.missing) == {"fst_acceptance_rate", "morphological_accuracy", "terminology_adherence"}
     assert result.weights["chrf_plus_plus"] == pytest.approx(0.15 / present)
     assert sum(result.weights.values()) == pytest.approx(1.0)
+
+
+def test_each_resample_renormalises_over_its_defined_metrics():
+    """The bootstrap's composite per resample is the corpus composite's
+    function: a metric undefined in a resample (NaN) is re-normalised away
+    there only."""
+    values = {
+        "chrf_plus_plus": np.array([60.0, 80.0, np.nan]),
+        "morphological_accuracy": np.array([0.5, np.nan, np.nan]),
+        "hallucination_rate": np.array([0.1, 0.3, np.nan]),
+    }
+    weights = {"chrf_plus_plus": 0.15, "morphological_accuracy": 0.15, "hallucination_rate": 0.05}
+    first = (0.15 * 0.6 + 0.15 * 0.5 + 0.05 * 0.9) / 0.35
+    second = (0.15 * 0.8 + 0.05 * 0.7) / 0.20
+    resampled = weighted_composite(values, weights)
+    assert resampled[:2] == pytest.approx([first, second])
+    assert np.isnan(resampled[2])
+    corpus = compute_composite({"chrf_plus_plus": 80.0, "morphological_accuracy": None, "hallucination_rate": 0.3}, "A")
+    assert corpus.value == pytest.approx(second)
 
 
 def test_no_metric_means_no_composite():

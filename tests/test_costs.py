@@ -86,3 +86,26 @@ def test_cost_adjusted():
     assert cost_adjusted(None, 0.002) is None
     assert cost_adjusted(0.8, 0.0) is None
     assert cost_adjusted(0.8, None) is None
+
+
+def test_uncounted_usage_keys_are_warned_about_entry_by_entry():
+    entries = [
+        EntryUsage(None, None, None, 10, unrecognised=("tokens_in", "tokens_out")),
+        EntryUsage(usage(10, 5), None, None, 10, unrecognised=("usageMetadata.toolUsePromptTokenCount",)),
+        EntryUsage(usage(10, 5), None, None, 10),
+    ]
+    warnings = []
+    totals = compute_totals(UsageTally.of(entries), warnings)
+    assert totals["prompt_tokens"] == 20
+    assert warnings[0] == (
+        "usage of 2 entries had an unrecognised shape: keys tokens_in, tokens_out, "
+        "usageMetadata.toolUsePromptTokenCount were not counted in the token totals"
+    )
+
+
+def test_uncounted_usage_keys_named_are_bounded():
+    entries = [EntryUsage(None, None, None, 1, unrecognised=(f"key{i:02d}",)) for i in range(25)]
+    warnings = []
+    compute_totals(UsageTally.of(entries), warnings)
+    assert warnings[0].startswith("usage of 25 entries had an unrecognised shape: keys key00, key01,")
+    assert "key09 and others were not counted" in warnings[0] and "key10" not in warnings[0]

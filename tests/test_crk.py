@@ -9,6 +9,8 @@ from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
 from champollion.cards import default_registry
 from champollion.inputs import build_request, load_corpus, load_meta, load_predictions
 from champollion.words import words_of
+from services.contract import BatchContext, EntryInput
+from services.structural.metrics import StructuralScorer
 from tests.conftest import REPO, evaluate
 
 EXAMPLE = REPO / "examples" / "eng-crk"
@@ -68,6 +70,15 @@ def test_example_run_card(card, run_card_validator):
     assert all(e["fst_acceptance_rate"] < 1 for e in macrons)
 
 
+def test_example_run_card_warns_that_the_test_fragment_scored_it(card):
+    """Without GiellaLT's analyzer the card says the fragment was used, by the
+    family whose rate it skews (and by behavioral, which leans on it too)."""
+    (structural,) = [w for w in card["warnings"] if w.startswith("structural: ")]
+    assert "crk-fragment.hfstol is the crk card's test fragment, not a full analyzer" in structural
+    assert "fst_acceptance_rate" in structural and "not representative" in structural
+    assert any(w.startswith("behavioral: crk-fragment.hfstol") for w in card["warnings"])
+
+
 def test_morphological_accuracy_counts_gold_items(card):
     corpus = json.loads((EXAMPLE / "corpus.json").read_text(encoding="utf-8"))
     gold = {e["id"]: len(e["morphology"]) for e in corpus["entries"] if e.get("morphology")}
@@ -85,3 +96,18 @@ def test_giellalt_analyzer_is_preferred_when_installed(tmp_path, crk):
     registry = AnalyzerRegistry([tmp_path, DEFAULT_FST_DIR])
     assert registry.for_card(default_registry().get("crk")).name == "crk-strict-analyzer-for-dictionary.hfstol"
     assert AnalyzerRegistry([DEFAULT_FST_DIR]).for_card(default_registry().get("crk")).name == "crk-fragment.hfstol"
+
+
+def test_an_analyzer_the_card_does_not_mark_as_a_fragment_brings_no_warning(tmp_path, crk):
+    """The warning follows the card's entry, not the file's contents: the
+    same bytes under GiellaLT's name (which the card lists without
+    test_fragment or sha256) score without one."""
+    shutil.copy(FRAGMENT, tmp_path / "crk-strict-analyzer-for-dictionary.hfstol")
+    cards = default_registry()
+    entries = [EntryInput(id="a", source="The dogs", reference="Atimwak", prediction="Atimwak")]
+    context = BatchContext(source=cards.get("eng"), target=cards.get("crk"), options={})
+    giellalt = StructuralScorer(registry=AnalyzerRegistry([tmp_path])).score(entries, context)
+    fragment = StructuralScorer(registry=AnalyzerRegistry([DEFAULT_FST_DIR])).score(entries, context)
+    assert giellalt.warnings == []
+    assert [w for w in fragment.warnings if "test fragment" in w]
+    assert giellalt.entries[0].values["fst_acceptance_rate"] == fragment.entries[0].values["fst_acceptance_rate"] == 1.0

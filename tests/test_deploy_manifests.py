@@ -43,6 +43,9 @@ EXPECTED_FAMILIES = {
 }
 TARGET = re.compile(r"^dns:///(?P<service>[a-z0-9-]+)\.(?P<namespace>[a-z0-9-]+)\.svc\.cluster\.local:(?P<port>\d+)$")
 GPU = "nvidia.com/gpu"
+# Families that load the target language's analyzer (structural: FST acceptance;
+# behavioral: terminology and code-switching).
+ANALYZER_FAMILIES = {"structural", "behavioral"}
 
 
 def kubectl() -> str:
@@ -196,16 +199,32 @@ def test_the_gateway_mounts_its_config_map(kustomization):
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
-def test_structural_services_read_analyzers_from_a_volume(kustomization):
+def test_the_gateway_reads_its_store_url_from_a_secret_and_no_database_is_deployed(kustomization):
     docs = render(kustomization)
-    structural = [d for d in objects(docs, "Deployment").values() if serve_args(d)["--family"] == "structural"]
-    assert structural
-    for deployment in structural:
+    env = {var["name"]: var for var in server_container(objects(docs, "Deployment")["gateway"]).get("env", [])}
+    reference = env["CHAMPOLLION_STORE"]["valueFrom"]["secretKeyRef"]
+    secret = objects(docs, "Secret")[reference["name"]]
+    assert reference["key"] in secret["data"]
+    assert not objects(docs, "StatefulSet")
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_families_that_use_analyzers_read_them_from_a_volume_the_analyzers_image_fills(kustomization):
+    docs = render(kustomization)
+    deployments = [d for d in objects(docs, "Deployment").values() if serve_args(d)["--family"] in ANALYZER_FAMILIES]
+    assert {serve_args(d)["--family"] for d in deployments} == ANALYZER_FAMILIES
+    for deployment in deployments:
+        name = deployment["metadata"]["name"]
+        pod = deployment["spec"]["template"]["spec"]
         container = server_container(deployment)
-        assert {"name": "CHAMPOLLION_FST_DIR", "value": "/analyzers"} in container["env"]
+        assert {"name": "CHAMPOLLION_FST_DIR", "value": "/analyzers"} in container.get("env", []), name
         mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/analyzers")
         assert mount.get("readOnly") is True
-        assert mount["name"] in {v["name"] for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        assert mount["name"] in {v["name"] for v in pod["volumes"]}
+        # An init container from the analyzers image writes into that same volume.
+        fillers = [c for c in pod.get("initContainers", []) if c["image"].split(":")[0] == "champollion-analyzers"
+                   and any(m["name"] == mount["name"] and not m.get("readOnly") for m in c["volumeMounts"])]
+        assert len(fillers) == 1, name
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
@@ -277,6 +296,10 @@ def test_the_dockerfile_installs_each_familys_extras_only():
         assert set(filter(None, value.split(","))) <= extras, family
         assert "test" not in value
     assert by_family["structural"] == "fst" and by_family["semantic"] == "comet"
+    # The families that load analyzers get the hfst wheel.
+    assert all("fst" in by_family[family].split(",") for family in ANALYZER_FAMILIES)
+    # The analyzers image installs and builds what the language cards list, nothing named here.
+    assert "analyzer_builds apt-packages" in text and not re.search(r"apertium-[a-z]", text)
     assert re.search(r"^FROM python:3\.11-slim|^ARG PYTHON_IMAGE=python:3\.11-slim", text, re.M)
     assert re.search(r"^USER 10001", text, re.M)
     assert "HEALTHCHECK" in text and "grpc_health.v1" in text

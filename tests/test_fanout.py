@@ -1,5 +1,7 @@
 """Fan-out and reliability: batches cross family boundaries intact, a family
-that fails on any batch is null as a whole, health and reflection answer."""
+that fails on any batch is null as a whole, a batch past its deadline is sent
+once more, health and reflection answer."""
+import asyncio
 import re
 
 import grpc
@@ -8,7 +10,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.launch.embedded import EmbeddedStack
+from champollion.launch.embedded import EmbeddedStack, start_family, start_gateway
+from gateway.card.run_card import run_card_from_proto
+from gateway.server.config import GatewayConfig
 from services.contract import BatchOutput
 from services.servicer import FamilyServicer
 from services.surface.metrics import SurfaceScorer
@@ -113,3 +117,63 @@ def test_round_robin_over_replicas_and_failover_to_a_live_one(gateway):
         assert card["scores"][key] == pytest.approx(undisturbed["scores"][key])
         assert after["scores"][key] == pytest.approx(undisturbed["scores"][key])
     assert not any("surface" in w and "failed" in w for w in after["warnings"])
+
+
+class OverrunningFirstCalls(FamilyServicer):
+    """A real surface servicer whose first `overruns` ScoreBatch calls never
+    answer: each ends only when the caller's deadline expires and gRPC
+    cancels it."""
+
+    def __init__(self, overruns: int):
+        super().__init__(SurfaceScorer())
+        self.overruns = overruns
+        self.calls = 0
+        self.cancelled = 0
+
+    async def ScoreBatch(self, request, context):
+        self.calls += 1
+        if self.calls <= self.overruns:
+            try:
+                await asyncio.Event().wait()  # never set
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+        return await super().ScoreBatch(request, context)
+
+
+DEADLINE_SECONDS = 0.5
+
+
+async def _evaluate_with_deadline(family: FamilyServicer, request) -> dict:
+    """A gateway with a short per-call deadline in front of `family` as its
+    only (surface) family, both real servers on loopback."""
+    family_server, family_port = await start_family("surface", "127.0.0.1:0", family)
+    config = GatewayConfig(families={"surface": f"127.0.0.1:{family_port}"}, deadline_seconds=DEADLINE_SECONDS)
+    gateway_server, gateway_port, gateway = await start_gateway(config, "127.0.0.1:0")
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway_port}") as channel:
+            response = await gateway_pb2_grpc.GatewayStub(channel).Evaluate(request, timeout=30)
+    finally:
+        await gateway.close()
+        await gateway_server.stop(None)
+        await family_server.stop(None)
+    return run_card_from_proto(response.run_card)
+
+
+def test_a_batch_past_its_deadline_is_sent_once_more(gateway):
+    request = make_request(ENTRIES, batch_size=100)  # one batch
+    family = OverrunningFirstCalls(overruns=1)
+    card = asyncio.run(_evaluate_with_deadline(family, request))
+    assert (family.calls, family.cancelled) == (2, 1)
+    assert not [w for w in card["warnings"] if "surface" in w], card["warnings"]
+    undisturbed = evaluate(gateway, request)
+    for key in ("chrf_plus_plus", "bleu", "ter", "exact_match_rate"):
+        assert card["scores"][key] == undisturbed["scores"][key]
+
+
+def test_a_batch_past_its_deadline_twice_fails_the_family():
+    family = OverrunningFirstCalls(overruns=2)
+    card = asyncio.run(_evaluate_with_deadline(family, make_request(ENTRIES, batch_size=100)))
+    assert (family.calls, family.cancelled) == (2, 2), "one more try, not more"
+    assert card["scores"]["chrf_plus_plus"] is None
+    assert any(w.startswith("family 'surface' failed (DEADLINE_EXCEEDED") for w in card["warnings"]), card["warnings"]

@@ -414,6 +414,6 @@ def test_unsupported_source_language_compares_with_the_reference_only(embedder):
 
 def test_cards_claim_embedding_support_only_for_the_model_languages():
     for card in CARDS.cards():
-        if (card.raw.get("metricModelSupport") or {}).get("embedding"):
+        if card.model_support.embedding:
             codes = {card.code, *card.aliases}
             assert codes & set(EMBEDDING_LANGUAGES), f"{card.code} declares embedding support USE v3 lacks"

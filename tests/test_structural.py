@@ -1,13 +1,17 @@
 """Structural family with real analyzers built by `make fst` from Debian's
 Apertium data (Norwegian Bokmål, Spanish, English, Basque)."""
+import shutil
+
 import grpc
 import pytest
 
 from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry, parse_analysis
-from champollion.cards import default_registry
+from champollion.cards import DEFAULT_CARDS_DIR as CARDS_DIR
+from champollion.cards import CardRegistry, default_registry
 from champollion.eval.v1 import gateway_pb2_grpc, structural_pb2, structural_pb2_grpc
 from champollion.launch.embedded import EmbeddedStack
 from champollion.words import words_of
+from services.contract import BatchContext, EntryInput
 from services.servicer import FamilyServicer
 from services.structural.metrics import StructuralScorer
 from services.structural.morphology import matched_gold
@@ -80,6 +84,38 @@ def test_missing_analyzer_gives_null_and_a_warning(tmp_path):
     assert card["scores"]["chrf_plus_plus"] == pytest.approx(100.0)
     assert any("no analyzer for spa" in w and "spa.hfstol" in w for w in card["warnings"])
     assert "fst_acceptance_rate" in card["composite_coverage"]["missing"]
+
+
+@pytest.mark.parametrize("code", ["nob", "spa", "eng", "eus"])
+def test_the_built_analyzers_are_the_ones_the_cards_expect(analyzers, code):
+    """`make fst` gives the same bytes on every rebuild, so each card records
+    its analyzer's SHA-256; a failure here means Debian's data changed and the
+    card (and what its runs are compared against) needs a look."""
+    assert analyzers[code].sha256 == default_registry().get(code).fst.analyzers[0].sha256
+    assert analyzers[code].caveats == ()
+
+
+def test_an_analyzer_whose_hash_differs_from_the_card_is_used_with_a_warning(tmp_path, analyzers):
+    cards_dir, fst_dir = tmp_path / "cards", tmp_path / "fst"
+    cards_dir.mkdir()
+    fst_dir.mkdir()
+    for code in ("eng", "spa"):
+        shutil.copy(CARDS_DIR / f"{code}.yaml", cards_dir)
+    expected = default_registry().get("spa").fst.analyzers[0].sha256
+    wrong = "ab" * 32
+    card_file = cards_dir / "spa.yaml"
+    card_file.write_text(card_file.read_text(encoding="utf-8").replace(expected, wrong), encoding="utf-8")
+    shutil.copy(DEFAULT_FST_DIR / "spa.hfstol", fst_dir)
+    cards = CardRegistry(cards_dir)
+    entries = [EntryInput(id="a", source="The houses", reference="Las casas", prediction="Las casas")]
+    output = StructuralScorer(registry=AnalyzerRegistry([fst_dir])).score(
+        entries, BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={}))
+    (warning,) = output.warnings
+    assert warning.startswith(f"{fst_dir / 'spa.hfstol'} has SHA-256 {expected}, not the {wrong} the spa card expects")
+    assert "fst_acceptance_rate and morphological_accuracy are not representative" in warning
+    # Still scored, and the signature names the file actually used.
+    assert output.entries[0].values["fst_acceptance_rate"] == 1.0
+    assert f"sha256:{expected}" in output.signatures["fst_acceptance_rate"]
 
 
 def test_routing_by_language_to_two_structural_services(analyzers):

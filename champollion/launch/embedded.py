@@ -34,6 +34,8 @@ async def start_family(
 
 async def start_gateway(config: GatewayConfig, address: str) -> tuple[grpc.aio.Server, int, GatewayServicer]:
     servicer = GatewayServicer(config)
+    if servicer.store is not None:
+        await servicer.store.open()  # migrates an empty database before the first run
     server, port = await start_server(
         lambda server: gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server),
         [GATEWAY_SERVICE],
@@ -58,19 +60,24 @@ async def start_stack(
     batch_size: int | None = None,
     remote_families: dict[str, str] | None = None,
     servicers: dict | None = None,
+    store: str | None = None,
+    family_options: dict | None = None,
 ) -> RunningStack:
     """Every implemented family (or those named) on a free port, then the
     gateway. `remote_families` adds families already running elsewhere;
-    `servicers` replaces a family's servicer (tests inject failures so)."""
+    `servicers` replaces a family's servicer (tests inject failures so);
+    `store` is the gateway's run store URL (None: nothing is stored);
+    `family_options` go to every family's factory (`serve`'s languages,
+    device, comet_dir: each family takes what it uses)."""
     servicers = servicers or {}
     names = families if families is not None else tuple(IMPLEMENTED)
     servers, addresses, by_family = [], {}, {}
     for name in (*names, *(n for n in servicers if n not in names)):
-        server, port = await start_family(name, f"{host}:0", servicers.get(name))
+        server, port = await start_family(name, f"{host}:0", servicers.get(name), **(family_options or {}))
         servers.append(server)
         by_family[name] = server
         addresses[name] = f"{host}:{port}"
-    config = GatewayConfig(families={**addresses, **(remote_families or {})})
+    config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store)
     if batch_size:
         config.batch_size = batch_size
     server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}")

@@ -247,7 +247,8 @@ class LocalCluster:
         named get 1 (default: two structural replicas).
     languages: `--languages` for the structural processes (default: all).
     gateway: gateway config values beside `families` (batch_size,
-        deadline_seconds, max_in_flight).
+        deadline_seconds, max_in_flight, store; the store defaults to
+        runs.sqlite in the log folder).
     gateway_port: 0 lets the OS choose.
     log_dir: where logs and gateway.yaml go (default: a temporary folder,
         removed on stop).
@@ -354,7 +355,8 @@ class LocalCluster:
         return self
 
     def write_gateway_config(self, path: Path) -> Path:
-        config = {"families": self.family_targets(), **self.gateway_options}
+        config = {"families": self.family_targets(), "store": f"sqlite:///{self.log_dir / 'runs.sqlite'}",
+                  **self.gateway_options}
         path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return path
 
@@ -420,6 +422,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--languages", help="comma-separated languages the structural replicas serve")
     parser.add_argument("--batch-size", type=int, help="gateway batch size")
     parser.add_argument("--log-dir", help="keep each process's log here (default: a temporary folder)")
+    parser.add_argument("--store", metavar="URL", help="the gateway's run store (default: runs.sqlite in the log folder)")
 
 
 def cluster_from_args(args: argparse.Namespace) -> LocalCluster:
@@ -429,6 +432,8 @@ def cluster_from_args(args: argparse.Namespace) -> LocalCluster:
     replicas = counts["*"] if "*" in counts else ({**DEFAULT_REPLICAS, **counts} if counts else None)
     languages = [code.strip() for code in args.languages.split(",") if code.strip()] if args.languages else None
     gateway = {"batch_size": args.batch_size} if args.batch_size else {}
+    if args.store:
+        gateway["store"] = args.store
     return LocalCluster(families, replicas, host=args.host, languages=languages, gateway=gateway,
                         gateway_port=args.port, log_dir=args.log_dir)
 

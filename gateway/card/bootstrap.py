@@ -6,19 +6,19 @@ alike, our percentile bounds are the points behind sacreBLEU's own interval
 and our paired p-values are those of its paired bootstrap test. Nothing is
 re-scored: each resample's statistics are a weighted sum (resample counts x
 per-entry statistics, one matrix product), and corpus values are rebuilt from
-them by the same reducers as the corpus value itself.
+them by the same reducers as the corpus value itself (`corpus.values_from_sums`),
+and each resample's composite by the same function as the corpus composite.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
 
 import numpy as np
 
-from champollion.sacrebleu_adapter import (
-    SACREBLEU_METRICS,
-    build_metric,
-    score_from_statistics,
-)
+from gateway.card.composite import weighted_composite
+from gateway.card.corpus import NO_LABELS, corpus_value, values_from_sums
+from gateway.card.metrics import CI_METRICS
 
 DEFAULT_SEED = 12345
 DEFAULT_RESAMPLES = 1000
@@ -61,15 +61,6 @@ def resampled_sums(stats: dict[str, np.ndarray], resamples: int, seed: int) -> d
     return {m: sums[:, offsets[i]:offsets[i + 1]] for i, m in enumerate(metric_ids)}
 
 
-def values_from_sums(metric_id: str, sums: np.ndarray) -> np.ndarray:
-    """Corpus value of each resample (NaN where undefined, e.g. no words)."""
-    if metric_id in SACREBLEU_METRICS:
-        metric = build_metric(metric_id)
-        return np.array([score_from_statistics(metric, row.tolist()) for row in sums])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(sums[:, 1] > 0, sums[:, 0] / sums[:, 1], np.nan)
-
-
 def percentile_interval(values: np.ndarray, alpha: float = ALPHA) -> dict[str, float] | None:
     """Percentile bounds, indexed as sacreBLEU does (n//40 from each end at
     alpha 0.05); None when any resample is undefined."""
@@ -80,35 +71,75 @@ def percentile_interval(values: np.ndarray, alpha: float = ALPHA) -> dict[str, f
     return {"ci_lower": float(ordered[lower_index]), "ci_upper": float(ordered[values.size - lower_index - 1])}
 
 
-def composite_from_values(values: dict[str, np.ndarray], weights: dict[str, float]) -> np.ndarray:
-    """Composite of every resample with fixed (already re-normalised) weights."""
-    from gateway.card.composite import composite_input
-
-    total = np.zeros(len(next(iter(values.values()))))
-    for metric_id, weight in weights.items():
-        total = total + weight * composite_input(metric_id, values[metric_id])
-    return total
+# Fewer entries than this: every resample would be the corpus itself.
+MIN_ENTRIES = 2
 
 
-# Metrics with a confidence interval when their statistics are present (SPEC §7).
-CI_METRICS = ("chrf_plus_plus", "bleu", "exact_match_rate", "fst_acceptance_rate", "comet_score")
-TIER_CI_METRICS = ("chrf_plus_plus", "exact_match_rate")
+@dataclass
+class Intervals:
+    # Metric id (or "composite") -> {"ci_lower", "ci_upper"}.
+    found: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Metric id (or "composite") -> why it has no interval.
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def undefined_reason(name: str, undefined: int, resamples: int) -> str:
+    if name == "composite":
+        return f"no composite metric is defined in {undefined} of {resamples} resamples"
+    return f"undefined in {undefined} of {resamples} resamples (they draw no entry it counts)"
+
+
+def intervals_of(series: Mapping[str, np.ndarray]) -> Intervals:
+    """Percentile interval of each series of resampled values; a series
+    undefined in some resamples has none, and says why. One undefined in
+    every resample is a null value: nothing to bound, nothing to say."""
+    result = Intervals()
+    for name, values in series.items():
+        undefined = int(np.isnan(values).sum())
+        if undefined == values.size:
+            continue
+        if undefined:
+            result.missing[name] = undefined_reason(name, undefined, values.size)
+        else:
+            result.found[name] = percentile_interval(values)
+    return result
 
 
 def confidence_intervals(
-    stats: dict[str, np.ndarray],
-    composite_weights: dict[str, float],
+    stats: Mapping[str, np.ndarray],
+    composite_weights: Mapping[str, float],
     resamples: int,
     seed: int,
     metric_ids: tuple[str, ...] = CI_METRICS,
-) -> dict[str, dict[str, float]]:
-    """Percentile CIs of `metric_ids` and of the composite, all on the same resamples."""
-    needed = [m for m in stats if m in metric_ids or m in composite_weights]
-    if not needed or next(iter(stats.values())).shape[0] == 0:
-        return {}
+    labels: Mapping[str, str] = NO_LABELS,
+) -> Intervals:
+    """Percentile CIs of `metric_ids` and of the composite (weighted by
+    `composite_weights`, re-normalised in each resample over the metrics
+    defined there, as the corpus composite is), all on the same resamples."""
+    wanted = [m for m in metric_ids if m in stats]
+    weighted = [m for m in composite_weights if m in stats]
+    needed = list(dict.fromkeys(wanted + weighted))
+    if not needed:
+        return Intervals()
+    entry_count = stats[needed[0]].shape[0]
+    if entry_count < MIN_ENTRIES:
+        reason = f"{entry_count} {'entry is' if entry_count == 1 else 'entries are'} too few to resample"
+        defined = [m for m in needed if corpus_value(m, stats[m], labels) is not None]
+        names = [m for m in wanted if m in defined] + (["composite"] if set(weighted) & set(defined) else [])
+        return Intervals(missing={name: reason for name in names})
     sums = resampled_sums({m: stats[m] for m in needed}, resamples, seed)
-    values = {m: values_from_sums(m, sums[m]) for m in needed}
-    intervals = {m: percentile_interval(values[m]) for m in metric_ids if m in values}
-    if composite_weights and all(m in values for m in composite_weights):
-        intervals["composite"] = percentile_interval(composite_from_values(values, composite_weights))
-    return {m: interval for m, interval in intervals.items() if interval is not None}
+    values = {m: values_from_sums(m, sums[m], labels) for m in needed}
+    series = {m: values[m] for m in wanted}
+    if weighted:
+        series["composite"] = weighted_composite(values, composite_weights)
+    return intervals_of(series)
+
+
+def missing_interval_warnings(missing: Mapping[str, str], scope: str = "") -> list[str]:
+    """One warning per reason, naming the intervals it leaves out (and the
+    `scope`, e.g. "in difficulty tier 5")."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in missing.items():
+        by_reason.setdefault(reason, []).append(name)
+    where = f" {scope}" if scope else ""
+    return [f"no confidence interval for {', '.join(names)}{where}: {reason}" for reason, names in by_reason.items()]

@@ -6,9 +6,10 @@ from collections import Counter
 
 import numpy as np
 
-from gateway.card.bootstrap import TIER_CI_METRICS, confidence_intervals
+from gateway.card.bootstrap import confidence_intervals, missing_interval_warnings
 from gateway.card.composite import compute_composite
 from gateway.card.corpus import corpus_values
+from gateway.card.metrics import TIER_CI_METRICS
 
 # Minimum corpus sizes for statistical reliability (seed 001 §6.3).
 MIN_EVALUATION_ENTRIES = 100
@@ -67,14 +68,16 @@ def size_warnings(total: int, domains: Counter, difficulties: Counter) -> list[s
     return warnings
 
 
-def tier_intervals(difficulties: list[str | None], stats: dict[str, np.ndarray], resamples: int, seed: int) -> dict:
-    """chrF++ and exact-match intervals of each difficulty tier, each tier
-    resampled on its own (as if it were a corpus)."""
+def tier_intervals(difficulties: list[str | None], stats: dict[str, np.ndarray], resamples: int,
+                   seed: int) -> tuple[dict, list[str]]:
+    """The per-tier intervals of each difficulty tier, each tier resampled on
+    its own (as if it were a corpus), and warnings naming those missing."""
     tier_stats = {m: stats[m] for m in TIER_CI_METRICS if m in stats}
-    intervals = {}
+    intervals, warnings = {}, []
     for tier, rows in rows_by_key(difficulties).items():
         subset = {m: matrix[rows] for m, matrix in tier_stats.items()}
         found = confidence_intervals(subset, {}, resamples, seed, TIER_CI_METRICS)
-        if found:
-            intervals[tier] = found
-    return intervals
+        if found.found:
+            intervals[tier] = found.found
+        warnings += missing_interval_warnings(found.missing, f"in difficulty tier {tier}")
+    return intervals, warnings

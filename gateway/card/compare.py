@@ -10,16 +10,14 @@ import numpy as np
 from champollion.eval.v1 import run_card_pb2
 from gateway.card.bootstrap import (
     ALPHA,
-    composite_from_values,
+    missing_interval_warnings,
     percentile_interval,
     resampled_sums,
-    values_from_sums,
+    undefined_reason,
 )
-
-COMPARED_METRICS = (
-    "chrf_plus_plus", "bleu", "ter", "exact_match_rate", "equivalent_match_rate",
-    "fst_acceptance_rate", "comet_score",
-)
+from gateway.card.composite import weighted_composite
+from gateway.card.corpus import corpus_value, values_from_sums
+from gateway.card.metrics import COMPARED_METRICS, METRICS
 
 
 class CompareRefused(ValueError):
@@ -45,7 +43,9 @@ class ComparableRun:
             ids=[entry_id for entry_id, _ in rows],
             stats={m: np.asarray([list(stats[m]) for _, stats in rows], dtype=float) for m in sorted(shared)},
             composite=composite,
-            weights=dict(weights),
+            # Sorted: a proto map's order is arbitrary, and the composite's sum must
+            # not depend on where the card came from (a file, the store).
+            weights=dict(sorted(weights.items())),
         )
 
     @classmethod
@@ -88,7 +88,8 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, resamples: int,
             "scores compare only within a version"
         )
     stats_a, stats_b = baseline.stats, system.aligned_to(baseline.ids)
-    wanted = {*COMPARED_METRICS, *baseline.weights, *system.weights}
+    # Weighted metrics too, for the composite; ids this gateway does not know are left out.
+    wanted = {*COMPARED_METRICS, *baseline.weights, *system.weights} & set(METRICS)
     shared = [m for m in stats_a if m in stats_b and m in wanted]
     if not shared:
         raise CompareRefused("the run cards carry no common per-entry statistics to resample")
@@ -104,23 +105,26 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, resamples: int,
     values_a = {m: values_from_sums(m, sums_a[m]) for m in shared}
     values_b = {m: values_from_sums(m, sums_b[m]) for m in shared}
 
-    def actual(stats, metric_id):
-        return float(values_from_sums(metric_id, stats[metric_id].sum(axis=0, keepdims=True))[0])
-
     series = {
-        m: (actual(stats_a, m), actual(stats_b, m), values_a[m], values_b[m]) for m in shared if m in COMPARED_METRICS
+        m: (corpus_value(m, stats_a[m]), corpus_value(m, stats_b[m]), values_a[m], values_b[m])
+        for m in shared if m in COMPARED_METRICS
     }
     weighted = {*baseline.weights, *system.weights}
     if baseline.weights and system.weights and weighted <= set(values_a):
         series["composite"] = (
             baseline.composite, system.composite,
-            composite_from_values(values_a, baseline.weights), composite_from_values(values_b, system.weights),
+            weighted_composite(values_a, baseline.weights), weighted_composite(values_b, system.weights),
         )
-    metrics = {}
+    metrics, untested = {}, {}
     for metric_id, (value_a, value_b, resampled_a, resampled_b) in series.items():
+        if value_a is None or value_b is None:
+            continue
         sample_differences = resampled_b - resampled_a
         interval = percentile_interval(sample_differences)
-        if interval is None or value_a is None or value_b is None:
+        if interval is None:
+            untested[metric_id] = undefined_reason(
+                metric_id, int(np.isnan(sample_differences).sum()), sample_differences.size
+            )
             continue
         difference = value_b - value_a
         p_value = _p_value(sample_differences, difference)
@@ -132,6 +136,7 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, resamples: int,
             "p_value": p_value,
             "significant": p_value < ALPHA and not interval["ci_lower"] <= 0 <= interval["ci_upper"],
         }
+    warnings += missing_interval_warnings(untested, "(difference; no paired test)")
     return {
         "dataset_version": baseline.version,
         "metrics": metrics,

@@ -1,46 +1,40 @@
-"""Composite score (SPEC §4) and quality tier (§5)."""
+"""Composite score (SPEC §4) and quality tier (§5). Weights, scales and
+directions come from the metric table."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
-WEIGHTS: dict[str, dict[str, float]] = {
-    "A": {
-        "fst_acceptance_rate": 0.25,
-        "morphological_accuracy": 0.15,
-        "chrf_plus_plus": 0.15,
-        "semantic_score": 0.15,
-        "equivalent_match_rate": 0.10,
-        "exact_match_rate": 0.05,
-        "code_switching_rate": 0.05,
-        "terminology_adherence": 0.05,
-        "hallucination_rate": 0.05,
-    },
-    "B": {
-        "chrf_plus_plus": 0.25,
-        "semantic_score": 0.25,
-        "equivalent_match_rate": 0.15,
-        "exact_match_rate": 0.10,
-        "code_switching_rate": 0.10,
-        "terminology_adherence": 0.05,
-        "hallucination_rate": 0.05,
-        "orthographic_accuracy": 0.05,
-    },
-}
+import numpy as np
 
-# Lower is better for these: they enter as 1 - value.
-INVERTED = frozenset({"code_switching_rate", "hallucination_rate"})
+from gateway.card.metrics import METRICS, WEIGHTS
 
 # First match wins.
 TIERS = ((0.85, "fluent"), (0.70, "deployable"), (0.50, "functional"), (0.30, "emerging"), (0.0, "baseline"))
 
 
-def composite_input(metric_id: str, value: float) -> float:
-    """A metric value on the composite's 0-1, higher-is-better scale."""
-    if metric_id == "chrf_plus_plus":
-        return value / 100.0
-    if metric_id in INVERTED:
-        return 1.0 - value
-    return value
+def composite_input(metric_id: str, value):
+    """A metric value (or array of values) on the composite's 0-1,
+    higher-is-better scale."""
+    row = METRICS[metric_id]
+    scaled = value / row.scale
+    return 1.0 - scaled if row.lower_is_better else scaled
+
+
+def weighted_composite(values: Mapping[str, np.ndarray], weights: Mapping[str, float]) -> np.ndarray:
+    """Σ w·v / Σ w per row (the corpus, or each bootstrap resample) over the
+    weighted metrics defined in that row (NaN: undefined, re-normalised
+    away); NaN where none is."""
+    rows = len(next(iter(values.values()))) if values else 1
+    total, weight = np.zeros(rows), np.zeros(rows)
+    for metric_id, w in weights.items():
+        column = values.get(metric_id)
+        if column is None:
+            continue
+        defined = ~np.isnan(column)
+        total += np.where(defined, w * composite_input(metric_id, np.where(defined, column, 0.0)), 0.0)
+        weight += np.where(defined, w, 0.0)
+    return np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), np.nan)
 
 
 @dataclass(frozen=True)
@@ -53,15 +47,15 @@ class Composite:
     missing: tuple[str, ...]
 
 
-def compute_composite(values: dict[str, float | None], profile: str) -> Composite:
-    """Σ w·v / Σ w over the profile's metrics whose value is not null."""
+def compute_composite(values: Mapping[str, float | None], profile: str) -> Composite:
+    """The profile's composite over its metrics whose value is not null."""
     profile_weights = WEIGHTS[profile]
     present = {m: w for m, w in profile_weights.items() if values.get(m) is not None}
     missing = tuple(m for m in profile_weights if m not in present)
-    total_weight = sum(present.values())
-    if total_weight == 0:
+    if not present:
         return Composite(None, profile, {}, missing)
-    value = sum(w * composite_input(m, values[m]) for m, w in present.items()) / total_weight
+    value = float(weighted_composite({m: np.array([values[m]], dtype=float) for m in present}, present)[0])
+    total_weight = sum(present.values())
     weights = {m: w / total_weight for m, w in present.items()}
     return Composite(value, profile, weights, missing)
 

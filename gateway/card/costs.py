@@ -15,7 +15,10 @@ from typing import Iterable
 
 import numpy as np
 
-TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "cached_tokens")
+from gateway.card.usage import TOKEN_FIELDS
+
+# How many uncounted usage keys a warning names, at most.
+NAMED_KEYS = 10
 
 
 @dataclass(frozen=True)
@@ -37,11 +40,14 @@ class Pricing:
 
 @dataclass(frozen=True)
 class EntryUsage:
-    """What the client reported for one entry; None where it sent nothing."""
+    """What the client reported for one entry; None where it sent nothing
+    (or usage of a shape not recognised). `unrecognised`: the usage
+    object's keys that were not counted (gateway.card.usage)."""
     usage: dict[str, int] | None
     cost_usd: float | None
     latency_s: float | None
     source_chars: int
+    unrecognised: tuple[str, ...] = ()
 
 
 class UsageTally:
@@ -60,6 +66,11 @@ class UsageTally:
         self.total_cost = 0.0
         self.source_chars = 0
         self.latencies = array("d")
+        # Entries whose usage had keys not counted, and the first such keys
+        # (a few name the problem; all of them could grow with the run).
+        self.unrecognised_entries = 0
+        self.unrecognised_keys: set[str] = set()
+        self.more_unrecognised_keys = False
 
     @classmethod
     def of(cls, entries: Iterable[EntryUsage], pricing: Pricing | None = None) -> "UsageTally":
@@ -86,6 +97,13 @@ class UsageTally:
             self.total_cost += cost
         if entry.latency_s is not None:
             self.latencies.append(entry.latency_s)
+        if entry.unrecognised:
+            self.unrecognised_entries += 1
+            for key in entry.unrecognised:
+                if len(self.unrecognised_keys) < NAMED_KEYS:
+                    self.unrecognised_keys.add(key)
+                elif key not in self.unrecognised_keys:
+                    self.more_unrecognised_keys = True
 
 
 def _ratio(numerator, denominator) -> float | None:
@@ -98,6 +116,12 @@ def compute_totals(tally: UsageTally, warnings: list[str]) -> dict:
     """The run card's `totals` block; explains every gap in `warnings`."""
     entries = tally.entries
     totals: dict = {name: tally.token_sums.get(name) for name in TOKEN_FIELDS}
+    if tally.unrecognised_entries:
+        keys = ", ".join(sorted(tally.unrecognised_keys)) + (" and others" if tally.more_unrecognised_keys else "")
+        warnings.append(
+            f"usage of {tally.unrecognised_entries} entries had an unrecognised shape: keys {keys} "
+            "were not counted in the token totals"
+        )
     if tally.with_usage and tally.with_usage < entries:
         warnings.append(
             f"token usage reported for {tally.with_usage} of {entries} entries; token totals cover those"

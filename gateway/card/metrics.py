@@ -1,27 +1,132 @@
-"""Which run-card keys each family owns. The gateway is the only component
-that knows the run card's layout (SPEC §8)."""
+"""The metric table: every key of the run card's `scores` block that a family
+provides, with everything the gateway needs to know about it. The gateway
+is the only component that knows the run card's layout (SPEC §8); the
+layout, reducers, composite weights and directions, confidence-interval and
+comparison lists and plugin overrides are all read from this table.
 
-FAMILY_SCORE_KEYS: dict[str, tuple[str, ...]] = {
-    "surface": (
-        "exact_match_rate", "exact_matches", "equivalent_match_rate", "equivalent_matches",
-        "chrf_plus_plus", "bleu", "ter", "length_ratio",
-    ),
-    "structural": (
-        "fst_acceptance_rate", "fst_accepted", "morphological_accuracy", "orthographic_accuracy",
-    ),
-    "semantic": ("semantic_score", "comet_score", "comet_model"),
-    "behavioral": (
-        "code_switching_rate", "hallucination_rate", "terminology_adherence",
-        "consistency_score", "number_mismatch_rate",
-    ),
-    "compliance": ("compliance_index", "compliance_index_raw", "repair_effectiveness"),
-}
+`tests/test_metric_table.py` checks it against every family's declared
+metrics, the proto `Scores` message and the run-card schema.
+"""
+from __future__ import annotations
 
-FAMILIES = tuple(FAMILY_SCORE_KEYS)
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+from typing import Mapping
 
-# Count keys derived from a rate's summed numerator.
-COUNT_OF_RATE = {
-    "exact_matches": "exact_match_rate",
-    "equivalent_matches": "equivalent_match_rate",
-    "fst_accepted": "fst_acceptance_rate",
-}
+from gateway.card.reducers import Reducer, majority_share, micro_average, sacrebleu_score
+
+
+class Kind(Enum):
+    STATISTIC = "metric with per-entry statistics"
+    COUNT = "count of a rate: its summed numerator"
+    LABEL = "text label a family reports for the run"
+
+
+@dataclass(frozen=True)
+class ScoreKey:
+    key: str
+    family: str
+    kind: Kind
+    # STATISTIC: summed statistics -> value (the corpus value and every resample).
+    reducer: Reducer | None = None
+    # COUNT: the rate whose summed numerator this key reports.
+    count_of: str | None = None
+    # Composite weight per profile (SPEC §4); absent: not in that profile.
+    weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # The value's full scale: the composite divides by it (chrF++ 0-100).
+    scale: float = 1.0
+    # Enters the composite as 1 - value.
+    lower_is_better: bool = False
+    # Bootstrap interval over the run / within each difficulty tier (SPEC §7).
+    interval: bool = False
+    tier_interval: bool = False
+    # Tested by `compare` (paired bootstrap).
+    compared: bool = False
+    # The family whose language plugin (eval standard) overrides the value.
+    plugin_family: str | None = None
+    # Listed by the shared run-card schema; False for this project's
+    # additions the schema predates (SPEC §2.5: compliance, number fidelity).
+    in_shared_schema: bool = True
+
+
+def _weights(**by_profile: float) -> Mapping[str, float]:
+    return MappingProxyType(by_profile)
+
+
+def metric(key: str, family: str, reducer: Reducer = micro_average, **rules) -> ScoreKey:
+    return ScoreKey(key, family, Kind.STATISTIC, reducer=reducer, **rules)
+
+
+def count(key: str, family: str, of: str) -> ScoreKey:
+    return ScoreKey(key, family, Kind.COUNT, count_of=of)
+
+
+def label(key: str, family: str) -> ScoreKey:
+    return ScoreKey(key, family, Kind.LABEL)
+
+
+# In the order of the run card's `scores` block (SPEC §2). The reducer is a
+# micro-averaged rate unless named.
+TABLE: tuple[ScoreKey, ...] = (
+    # §2.1 surface
+    metric("exact_match_rate", "surface", weights=_weights(A=0.05, B=0.10),
+           interval=True, tier_interval=True, compared=True),
+    count("exact_matches", "surface", of="exact_match_rate"),
+    metric("equivalent_match_rate", "surface", weights=_weights(A=0.10, B=0.15),
+           compared=True, plugin_family="structural"),
+    count("equivalent_matches", "surface", of="equivalent_match_rate"),
+    metric("chrf_plus_plus", "surface", sacrebleu_score("chrf_plus_plus"), weights=_weights(A=0.15, B=0.25),
+           scale=100.0, interval=True, tier_interval=True, compared=True),
+    metric("bleu", "surface", sacrebleu_score("bleu"), scale=100.0, interval=True, compared=True),
+    metric("ter", "surface", sacrebleu_score("ter"), lower_is_better=True, compared=True),
+    metric("length_ratio", "surface"),
+    # §2.2 structural
+    metric("fst_acceptance_rate", "structural", weights=_weights(A=0.25), interval=True, compared=True),
+    count("fst_accepted", "structural", of="fst_acceptance_rate"),
+    metric("morphological_accuracy", "structural", weights=_weights(A=0.15)),
+    metric("orthographic_accuracy", "structural", weights=_weights(B=0.05)),
+    # §2.3 semantic
+    metric("semantic_score", "semantic", weights=_weights(A=0.15, B=0.25), plugin_family="structural"),
+    metric("comet_score", "semantic", interval=True, compared=True),
+    label("comet_model", "semantic"),
+    # §2.4 behavioral
+    metric("code_switching_rate", "behavioral", weights=_weights(A=0.05, B=0.10), lower_is_better=True),
+    metric("hallucination_rate", "behavioral", weights=_weights(A=0.05, B=0.05), lower_is_better=True),
+    metric("terminology_adherence", "behavioral", weights=_weights(A=0.05, B=0.05)),
+    metric("consistency_score", "behavioral", majority_share),
+    metric("number_mismatch_rate", "behavioral", lower_is_better=True, in_shared_schema=False),
+    # §2.5 compliance (quality gates, not in the composite)
+    metric("compliance_index", "compliance", in_shared_schema=False),
+    metric("compliance_index_raw", "compliance", in_shared_schema=False),
+    metric("repair_effectiveness", "compliance", in_shared_schema=False),
+)
+
+# --- derived views -------------------------------------------------------------
+
+SCORE_KEYS: Mapping[str, ScoreKey] = MappingProxyType({row.key: row for row in TABLE})
+# Metrics with per-entry statistics, by id.
+METRICS: Mapping[str, ScoreKey] = MappingProxyType({row.key: row for row in TABLE if row.kind is Kind.STATISTIC})
+
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(row.family for row in TABLE))
+FAMILY_SCORE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {family: tuple(row.key for row in TABLE if row.family == family) for family in FAMILIES}
+)
+PROFILES: tuple[str, ...] = tuple(sorted({profile for row in TABLE for profile in row.weights}))
+WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({
+    profile: MappingProxyType({row.key: row.weights[profile] for row in TABLE if profile in row.weights})
+    for profile in PROFILES
+})
+CI_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.interval)
+TIER_CI_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.tier_interval)
+COMPARED_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.compared)
+PLUGIN_OVERRIDES: Mapping[str, str] = MappingProxyType(
+    {row.key: row.plugin_family for row in TABLE if row.plugin_family}
+)
+
+
+def may_provide(family: str, metric_id: str) -> bool:
+    """Whether `family` may send statistics for `metric_id`: its own metrics,
+    and those its language plugins override."""
+    row = METRICS.get(metric_id)
+    return row is not None and family in (row.family, row.plugin_family)

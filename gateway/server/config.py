@@ -11,15 +11,21 @@ stack:
     batch_size: 256
     deadline_seconds: 300
     max_in_flight: 16
+    store: sqlite:////var/lib/champollion/runs.sqlite   # or postgresql://...; absent: no store
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import yaml
 
 from gateway.card.metrics import FAMILIES
+
+
+class ConfigError(ValueError):
+    """A gateway config that cannot be used; the message names the field."""
 
 
 @dataclass
@@ -33,16 +39,18 @@ class GatewayConfig:
     # ScoreBatch calls of one run in flight at once, across its families; an
     # upload is read no further ahead than that.
     max_in_flight: int = 16
+    # Run store URL (gateway/store): every run card is stored there. None: the
+    # gateway stores nothing and its ListRuns / GetRun / Leaderboard answer
+    # UNAVAILABLE.
+    store: str | None = None
 
     def __post_init__(self):
-        unknown = set(self.families) - set(FAMILIES)
-        if unknown:
-            raise ValueError(f"unknown family name(s) in gateway config: {', '.join(sorted(unknown))}")
-        if self.batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
-        for name, target in self.families.items():
-            if isinstance(target, dict) and set(target) - {"routes", "default"}:
-                raise ValueError(f"families.{name}: only 'routes' and 'default' may be given")
+        _check_families(self.families)
+        _check_count("batch_size", self.batch_size)
+        _check_count("max_in_flight", self.max_in_flight)
+        deadline = self.deadline_seconds
+        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 0 < deadline < math.inf:
+            raise ConfigError(f"deadline_seconds: must be a positive number of seconds, got {deadline!r}")
 
     def address_for(self, family: str, language: str) -> str | None:
         """Where `family` is served for target `language` (ISO 639-3); None
@@ -61,7 +69,71 @@ class GatewayConfig:
         return [target] if target else []
 
 
+# gRPC's name-resolver schemes (its doc/naming.md): "dns:///name:port",
+# "ipv4:host:port,host:port", ...; a target without one is host:port.
+TARGET_SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
+
+
+def _check_address(where: str, address) -> None:
+    if isinstance(address, str) and address and not any(c.isspace() for c in address):
+        if address.startswith(TARGET_SCHEMES):
+            if address.partition(":")[2]:
+                return
+        else:
+            host, _, port = address.rpartition(":")
+            if host and port.isdigit() and 0 < int(port) < 65536:
+                return
+    raise ConfigError(f"{where}: {address!r} is not an address: give host:port (port 1-65535) "
+                      f"or a gRPC target such as dns:///name:port")
+
+
+def _check_families(families) -> None:
+    if not isinstance(families, dict):
+        raise ConfigError(f"families: must be a mapping of family name to address, got {families!r}")
+    unknown = sorted(map(str, set(families) - set(FAMILIES)))
+    if unknown:
+        raise ConfigError(f"families: unknown family name(s) {', '.join(unknown)}; known: {', '.join(FAMILIES)}")
+    for name, target in families.items():
+        if not isinstance(target, dict):
+            _check_address(f"families.{name}", target)
+            continue
+        if set(target) - {"routes", "default"}:
+            raise ConfigError(f"families.{name}: only 'routes' and 'default' may be given")
+        routes = target.get("routes") or {}
+        if not isinstance(routes, dict):
+            raise ConfigError(f"families.{name}.routes: must be a mapping of language code to address")
+        for language, address in routes.items():
+            _check_address(f"families.{name}.routes.{language}", address)
+        if target.get("default") is not None:
+            _check_address(f"families.{name}.default", target["default"])
+
+
+def _check_count(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name}: must be a whole number of at least 1, got {value!r}")
+
+
 def load_config(path: str | Path) -> GatewayConfig:
-    with open(path, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle) or {}
-    return GatewayConfig(**data)
+    """The gateway config in YAML file `path`; a ConfigError names the file,
+    then the field or the line that is wrong."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: malformed YAML{where}: {getattr(error, 'problem', None) or error}") from None
+    if data is None:
+        data = {}
+    known = [setting.name for setting in fields(GatewayConfig)]
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must be a mapping with {', '.join(known)}; got a {type(data).__name__}")
+    unknown = sorted(map(str, set(data) - set(known)))
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    try:
+        return GatewayConfig(**data)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None

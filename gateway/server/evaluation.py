@@ -17,13 +17,14 @@ from gateway.card.bootstrap import (
     DEFAULT_RESAMPLES,
     DEFAULT_SEED,
     confidence_intervals,
+    missing_interval_warnings,
 )
 from gateway.card.breakdowns import breakdown, size_warnings, tier_intervals
-from gateway.card.composite import WEIGHTS, Composite, compute_composite, quality_tier
-from gateway.card.corpus import corpus_values
+from gateway.card.composite import Composite, compute_composite, quality_tier
+from gateway.card.corpus import corpus_values, family_scores
 from gateway.card.costs import compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
 from gateway.card.identity import run_fingerprint
-from gateway.card.metrics import COUNT_OF_RATE, FAMILIES, FAMILY_SCORE_KEYS
+from gateway.card.metrics import FAMILIES, FAMILY_SCORE_KEYS, WEIGHTS
 from gateway.server.config import GatewayConfig
 from gateway.server.fanout import FamilyClient, FanOut
 from gateway.server.intake import RunIntake
@@ -41,9 +42,10 @@ EQUIVALENCE_WARNING = (
 class ScoredRun:
     # The run card without its entries.
     card: dict
-    # The run card's entries, one list per batch, in corpus order; read from
-    # the spill as they are taken, so the spill must stay open meanwhile.
-    entry_results: Iterator[list[run_card_pb2.EntryResult]]
+    # The run card's entries, one list per batch, in corpus order: each call
+    # reads them afresh from the spill (the store and the answer both need
+    # them), so the spill must stay open meanwhile.
+    entry_results: Callable[[], Iterator[list[run_card_pb2.EntryResult]]]
 
 
 def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
@@ -58,18 +60,6 @@ def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
         elif family in failures:
             warnings.append(f"family {family!r} failed ({failures[family]}): {keys} are null")
     return warnings
-
-
-def _scores_block(values: dict, stats: dict, labels: dict[str, str]) -> dict:
-    scores = {key: None for family in FAMILIES for key in FAMILY_SCORE_KEYS[family]}
-    for key in scores:
-        if key in COUNT_OF_RATE and COUNT_OF_RATE[key] in stats:
-            scores[key] = int(round(stats[COUNT_OF_RATE[key]][:, 0].sum()))
-        elif key in values:
-            scores[key] = values[key]
-        elif key in labels:
-            scores[key] = labels[key]
-    return scores
 
 
 def _coverage_warning(composite: Composite) -> str | None:
@@ -135,8 +125,8 @@ async def evaluate(
         warnings.append(EQUIVALENCE_WARNING)
     card, composite = await asyncio.to_thread(_assemble_card, intake, spill, merged, warnings, seed, resamples)
     card["run_id"] = run_id
-    results = _entry_results(spill, merged, answered, composite, batch_size, drop_equivalence)
-    return ScoredRun(card=card, entry_results=results)
+    return ScoredRun(card=card, entry_results=lambda: _entry_results(
+        spill, merged, answered, composite, batch_size, drop_equivalence))
 
 
 def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics, warnings: list[str],
@@ -156,14 +146,18 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
     elapsed = run_elapsed_seconds(
         _optional(meta, "elapsed_seconds"), _optional(meta, "time_start"), _optional(meta, "time_end")
     )
-    scores = _scores_block(values, merged.stats, merged.labels)
+    intervals = confidence_intervals(merged.stats, composite.weights, resamples, seed, labels=merged.labels)
+    warnings.extend(missing_interval_warnings(intervals.missing))
+    tier_found, tier_warnings = tier_intervals(tally.difficulties, merged.stats, resamples, seed)
+    warnings.extend(tier_warnings)
+    scores = family_scores(values, merged.stats, merged.labels)
     scores.update(
         composite=composite.value,
         quality_tier=quality_tier(composite.value),
         cost_adjusted=cost_adjusted(composite.value, totals["cost_per_entry_usd"]),
         **compute_speed(tally.usage, elapsed, totals["total_tokens"]),
-        confidence_intervals=confidence_intervals(merged.stats, composite.weights, resamples, seed),
-        confidence_intervals_by_tier=tier_intervals(tally.difficulties, merged.stats, resamples, seed),
+        confidence_intervals=intervals.found,
+        confidence_intervals_by_tier=tier_found,
         by_difficulty=breakdown(tally.difficulties, merged.stats, profile),
         by_provenance=breakdown(tally.provenance, merged.stats, profile),
         total=tally.total,

@@ -19,7 +19,8 @@ from typing import AsyncIterator
 from champollion.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
 from gateway.card.breakdowns import provenance_key
-from gateway.card.costs import TOKEN_FIELDS, EntryUsage, Pricing, UsageTally
+from gateway.card.costs import EntryUsage, Pricing, UsageTally
+from gateway.card.usage import UsageReading
 from gateway.server.spill import RunSpill
 from gateway.server.validation import (
     InvalidRun,
@@ -55,14 +56,20 @@ def pricing_of(meta: gateway_pb2.RunMeta) -> Pricing | None:
     )
 
 
-def _entry_usage(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None) -> EntryUsage:
-    usage = cost = latency = None
+def _entry_usage(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None,
+                 reading: UsageReading | None) -> EntryUsage:
+    """`reading`: the prediction's usage as validation read it."""
+    cost = latency = None
     if prediction is not None:
-        if prediction.HasField("usage"):
-            usage = {name: getattr(prediction.usage, name) for name in TOKEN_FIELDS if prediction.usage.HasField(name)}
         cost = prediction.cost_usd if prediction.HasField("cost_usd") else None
         latency = prediction.latency_s if prediction.HasField("latency_s") else None
-    return EntryUsage(usage=usage, cost_usd=cost, latency_s=latency, source_chars=len(entry.source))
+    return EntryUsage(
+        usage=reading.counts if reading else None,
+        cost_usd=cost,
+        latency_s=latency,
+        source_chars=len(entry.source),
+        unrecognised=reading.unrecognised if reading else (),
+    )
 
 
 def _error_of(prediction: gateway_pb2.Prediction | None) -> str | None:
@@ -104,6 +111,9 @@ class RunIntake:
         # Predictions that came before their entry's part: id -> (index, a
         # copy, so that the part they came in is not kept alive).
         self._early: dict[str, tuple[int, gateway_pb2.Prediction]] = {}
+        # Usage of the predictions whose entries are not readied yet, by id,
+        # as validation read it (read once).
+        self._usage: dict[str, UsageReading] = {}
         # Entries whose part, and the parts before it, had no prediction for them.
         self._unpredicted: set[str] = set()
         self._entries_seen = 0
@@ -175,8 +185,10 @@ class RunIntake:
         for prediction in part.predictions:
             index = self._predictions_seen
             self._predictions_seen += 1
-            check_prediction(prediction, index)
+            reading = check_prediction(prediction, index)
             self._file_prediction(prediction, index, entries, predictions)
+            if reading is not None:
+                self._usage[prediction.id] = reading
         for entry_id, entry in entries.items():
             prediction = predictions.get(entry_id)
             if prediction is None and entry_id in self._early:
@@ -224,5 +236,5 @@ class RunIntake:
         if entry.domain:
             tally.domains[entry.domain] += 1
         tally.any_variants = tally.any_variants or bool(entry.acceptable_variants)
-        tally.usage.add(_entry_usage(entry, prediction))
+        tally.usage.add(_entry_usage(entry, prediction, self._usage.pop(entry.id, None)))
         self._ready.append(batch_entry)

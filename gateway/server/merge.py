@@ -10,12 +10,8 @@ import numpy as np
 from google.protobuf import json_format
 
 from champollion.eval.v1 import family_pb2
-from gateway.card.metrics import FAMILIES
+from gateway.card.metrics import FAMILIES, PLUGIN_OVERRIDES, may_provide
 from gateway.server.spill import RunSpill
-
-# A language's eval-standard plugin (run by the structural family) overrides
-# the universal value of these metrics (DESIGN.md, "Language knowledge is data").
-PLUGIN_OVERRIDES = {"equivalent_match_rate": "structural", "semantic_score": "structural"}
 
 
 @dataclass
@@ -31,6 +27,8 @@ class MergedStatistics:
 
 
 def _takes_precedence(metric_id: str, family: str, current: str | None) -> bool:
+    """A language's eval-standard plugin overrides the universal value (DESIGN.md,
+    "Language knowledge is data"); the metric table names the plugin's family."""
     return current is None or PLUGIN_OVERRIDES.get(metric_id) == family
 
 
@@ -63,6 +61,9 @@ def merge_statistics(spill: RunSpill, families: Iterable[str], entry_count: int)
         if family not in answered:
             continue
         for metric_id, blocks in _family_rows(family, spill.responses(family), merged).items():
+            if not may_provide(family, metric_id):
+                merged.warnings.append(f"{family} returned statistics for {metric_id}, not one of its metrics; ignored")
+                continue
             rows = sum(block.shape[0] for block in blocks)
             if rows != entry_count:
                 merged.warnings.append(

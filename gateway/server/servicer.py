@@ -1,16 +1,17 @@
 """gRPC glue for the gateway: Evaluate, EvaluateStream, EvaluateUpload,
-Compare, Describe."""
+Compare, Describe, and the stored runs' ListRuns, GetRun, Leaderboard."""
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Callable, TypeVar
 
 import grpc
 import structlog
 
 from champollion import __version__
 from champollion.cards import CardRegistry, default_registry
-from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
+from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
 from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.compare import ComparableRun, CompareRefused, compare_runs
 from gateway.card.metrics import FAMILIES
@@ -20,9 +21,18 @@ from gateway.server.evaluation import ScoredRun, evaluate
 from gateway.server.fanout import FamilyClient
 from gateway.server.intake import RunIntake
 from gateway.server.spill import RunSpill
+from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
 from gateway.server.validation import InvalidRun
+from gateway.store import InvalidQuery, RunStore, StoreError, UnknownRun
 
 log = structlog.get_logger()
+Result = TypeVar("Result")
+# A stored card's entries go back in messages of this many (as EvaluateStream's).
+STORED_ENTRIES_PER_MESSAGE = 2000
+
+
+def _entry_messages(entries: list[dict]) -> list[run_card_pb2.EntryResult]:
+    return [dict_to_message(entry, run_card_pb2.EntryResult()) for entry in entries]
 
 
 async def _no_more_parts():
@@ -38,6 +48,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # (family, address) -> client; channels are created lazily, inside the
         # server's event loop, and reused by every run.
         self._clients: dict[tuple[str, str], FamilyClient] = {}
+        self.store = GatewayStore(config.store) if config.store else None
 
     def _client(self, family: str, address: str) -> FamilyClient:
         key = (family, address)
@@ -60,6 +71,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def close(self) -> None:
         for client in self._clients.values():
             await client.close()
+        if self.store is not None:
+            self.store.close()
 
     async def _score(self, first_part, later_parts, context, spill: RunSpill, on_progress=None) -> ScoredRun:
         """Validates and scores a run; aborts the call with INVALID_ARGUMENT
@@ -74,6 +87,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         except Exception as error:  # a bug, not bad input: say so, keep serving
             log.exception("evaluate_failed", family="gateway")
             await context.abort(grpc.StatusCode.INTERNAL, f"evaluation failed: {type(error).__name__}: {error}")
+        # Stored before the card is sent, so that it can say how many stored
+        # runs share its fingerprint.
+        await record_run(self.store, scored)
         log.info(
             "evaluate",
             run_id=scored.card["run_id"],
@@ -87,8 +103,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     @staticmethod
     async def _entry_chunks(scored: ScoredRun):
         """The run card's entries, a batch at a time, built off the event loop."""
+        batches = scored.entry_results()
         while True:
-            chunk = await asyncio.to_thread(next, scored.entry_results, None)
+            chunk = await asyncio.to_thread(next, batches, None)
             if chunk is None:
                 return
             yield chunk
@@ -147,9 +164,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Compare(self, request, context):
         seed = request.seed if request.HasField("seed") else DEFAULT_SEED
         resamples = request.resamples or DEFAULT_RESAMPLES
+        baseline = await self._comparable(request.baseline, request.baseline_run_id, context)
+        system = await self._comparable(request.system, request.system_run_id, context)
         try:
-            baseline = ComparableRun.from_proto(request.baseline)
-            system = ComparableRun.from_proto(request.system)
             result = await asyncio.to_thread(compare_runs, baseline, system, resamples, seed)
         except CompareRefused as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
@@ -161,6 +178,59 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         async for part in request_iterator:
             request.MergeFrom(part)
         return await self.Compare(request, context)
+
+    async def _comparable(self, card, run_id: str, context) -> ComparableRun:
+        """A side of a comparison: the stored run `run_id`, else the card sent."""
+        if not run_id:
+            return ComparableRun.from_proto(card)
+        stored, rows = await self._stored(context, lambda store: store.comparable_stats(run_id))
+        return comparable_from_store(stored, rows)
+
+    async def _stored(self, context, use: Callable[[RunStore], Result]) -> Result:
+        """`use(store)`, off the event loop; aborts the call with UNAVAILABLE
+        (no store, or it failed), NOT_FOUND (unknown run id) or
+        INVALID_ARGUMENT (e.g. an unknown sort column)."""
+        if self.store is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                "this gateway has no run store (start it with --store URL)")
+        try:
+            return await self.store.call(use)
+        except UnknownRun as error:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(error))
+        except InvalidQuery as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except StoreError as error:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, one_line(error))
+
+    async def ListRuns(self, request, context):
+        dataset_id = request.dataset_id if request.HasField("dataset_id") else None
+        model_slug = request.model_slug if request.HasField("model_slug") else None
+        runs = await self._stored(context, lambda store: store.list_runs(dataset_id, model_slug))
+        return gateway_pb2.ListRunsResponse(runs=[as_struct(run) for run in runs])
+
+    async def GetRun(self, request, context):
+        card = await self._stored(context, lambda store: store.get_run(request.run_id))
+        entries = card.pop("entries")
+        yield gateway_pb2.EvaluateProgress(run_card=await asyncio.to_thread(run_card_to_proto, card))
+        for start in range(0, len(entries), STORED_ENTRIES_PER_MESSAGE):
+            part = entries[start:start + STORED_ENTRIES_PER_MESSAGE]
+            yield gateway_pb2.EvaluateProgress(entries=await asyncio.to_thread(_entry_messages, part))
+
+    async def Leaderboard(self, request, context):
+        if not request.dataset_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "dataset_id: required (the corpus id to rank runs of)")
+        board = await self._stored(context, lambda store: store.leaderboard(
+            request.dataset_id,
+            version=request.version if request.HasField("version") else None,
+            sort=request.sort or "composite_score",
+            descending=not request.ascending,
+            all_submissions=request.all_submissions,
+            include_disqualified=request.include_disqualified,
+        ))
+        return gateway_pb2.LeaderboardResponse(
+            dataset_id=board["dataset_id"], corpus_version=board["corpus_version"] or "", sort=board["sort"],
+            rows=[as_struct(row) for row in board["rows"]],
+        )
 
     async def Describe(self, request, context):
         families = []
@@ -177,7 +247,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     status.error = f"{error.code().name}: {error.details()}"
                 families.append(status)
         languages = [
-            gateway_pb2.LanguageInfo(code=c.code, name=c.name, profile=c.profile, bleu_tokenizer=c.bleu_tokenizer)
+            gateway_pb2.LanguageInfo(code=c.code, name=c.name, profile=c.profile,
+                                     bleu_tokenizer=c.surface.bleu_tokenizer)
             for c in self.cards.cards()
         ]
         return gateway_pb2.GatewayDescription(version=__version__, families=families, languages=languages)

@@ -8,9 +8,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from google.protobuf import json_format
+
 from champollion.cards import CardRegistry, LanguageCard, UnknownLanguage
 from champollion.eval.v1 import gateway_pb2
-from gateway.card.costs import TOKEN_FIELDS, parse_timestamp
+from gateway.card.costs import parse_timestamp
+from gateway.card.usage import TOKEN_FIELDS, UsageReading, UsageValueError, read_usage
 
 MAX_RESAMPLES = 100_000
 
@@ -70,9 +73,28 @@ def check_entry(entry: gateway_pb2.CorpusEntry, index: int) -> None:
         _check_term(term, f"{path}.terms[{term_index}]", entry.id)
 
 
-def check_prediction(prediction: gateway_pb2.Prediction, index: int) -> None:
-    """One prediction on its own; whether its id names a corpus entry, once,
-    is the intake's to check (gateway.server.intake)."""
+def _usage_of(prediction: gateway_pb2.Prediction, path: str) -> UsageReading | None:
+    """The prediction's usage (flat `usage` or the provider's own object in
+    `provider_usage`) read into the spec's token fields."""
+    if prediction.HasField("usage") and prediction.HasField("provider_usage"):
+        raise InvalidRun(f"{path}.provider_usage", "send usage or provider_usage, not both", prediction.id)
+    if prediction.HasField("usage"):
+        data = {name: getattr(prediction.usage, name) for name in TOKEN_FIELDS if prediction.usage.HasField(name)}
+    elif prediction.HasField("provider_usage"):
+        data = json_format.MessageToDict(prediction.provider_usage)
+    else:
+        return None
+    try:
+        return read_usage(data)
+    except UsageValueError as error:
+        # Named as the platform's JSON names it: its `usage` object.
+        raise InvalidRun(f"{path}.usage.{error.key}", error.message, prediction.id) from None
+
+
+def check_prediction(prediction: gateway_pb2.Prediction, index: int) -> UsageReading | None:
+    """One prediction on its own; returns its token usage read into the
+    spec's fields (None without usage). Whether its id names a corpus entry,
+    once, is the intake's to check (gateway.server.intake)."""
     path = f"predictions[{index}]"
     entry_id = prediction.id
     if not entry_id:
@@ -83,12 +105,7 @@ def check_prediction(prediction: gateway_pb2.Prediction, index: int) -> None:
         _finite_non_negative(prediction.latency_s, f"{path}.latency_s", entry_id)
     if prediction.HasField("cost_usd"):
         _finite_non_negative(prediction.cost_usd, f"{path}.cost_usd", entry_id)
-    if prediction.HasField("usage"):
-        for name in TOKEN_FIELDS:
-            if prediction.usage.HasField(name) and getattr(prediction.usage, name) < 0:
-                raise InvalidRun(
-                    f"{path}.usage.{name}", f"must not be negative, got {getattr(prediction.usage, name)}", entry_id
-                )
+    return _usage_of(prediction, path)
 
 
 def _validate_meta(meta: gateway_pb2.RunMeta) -> None:

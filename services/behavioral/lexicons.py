@@ -19,7 +19,7 @@ class LexiconMissing(LookupError):
 
 
 def spacy_code(card: LanguageCard) -> str | None:
-    return (card.raw.get("lexicon") or {}).get("spacy")
+    return card.lexicon.spacy
 
 
 @lru_cache(maxsize=None)

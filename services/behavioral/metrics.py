@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from champollion import __version__
-from champollion.analyzers import Analyzer, AnalyzerMissing, AnalyzerRegistry
+from champollion.analyzers import AnalyzerRegistry
 from champollion.cards import LanguageCard
 from champollion.words import words_of
 from services.behavioral.code_switching import CodeSwitchDetector
@@ -23,6 +23,9 @@ from services.contract import (
 # Run-level label: renderings per glossary term, in glossary order, so the
 # gateway can read the summed consistency counts term by term.
 CONSISTENCY_LAYOUT = "consistency_groups"
+# What the target analyzer does here, for the warnings about it.
+ANALYZER_USES = ("terminology_adherence (inflected renderings) and code_switching_rate (words the target "
+                 "analyzer accepts) are scored")
 
 
 def _ratio(numerator: int, denominator: int) -> float | None:
@@ -54,26 +57,20 @@ class BehavioralScorer:
     def components(self) -> list[ComponentInfo]:
         return [ComponentInfo(kind="data", name="spacy-lookups-data", version="lemma lookups + spaCy stop words")]
 
-    def _analyzer(self, card: LanguageCard) -> Analyzer | None:
-        if not card.fst_analyzers:
-            return None
-        try:
-            return self.registry.for_card(card)
-        except AnalyzerMissing:
-            return None  # the structural family reports the missing analyzer
-
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         source, target = context.source, context.target
         warnings: list[str] = []
-        analyzer = self._analyzer(target)
+        # Warned about here too: this family may run where structural's analyzers are not.
+        analyzer = self.registry.for_scoring(target, warnings, if_missing=f"{ANALYZER_USES} without it",
+                                             if_caveat=f"{ANALYZER_USES} with it")
         detector = CodeSwitchDetector(
             source_words=_optional_lexicon(source, "source", warnings),
             target_words=_optional_lexicon(target, "target", warnings) if target.code != source.code else None,
-            loanwords=frozenset(word.lower() for word in target.raw.get("loanwords") or ()),
+            loanwords=frozenset(word.lower() for word in target.loanwords),
             target_uses_latin=any(script.startswith("Latn") for script in target.scripts),
             accepts=analyzer.accepts if analyzer else None,
         )
-        keep_hyphenated = bool((target.raw.get("words") or {}).get("keep_hyphenated", False))
+        keep_hyphenated = target.words.keep_hyphenated
         lemmas_of = analyzer.lemmas if analyzer else (lambda _word: set())
         try:
             source_lemmas = lemma_table(source)

@@ -51,7 +51,7 @@ class OutputCheck:
 def check_output(source_placeholders: Counter, output: str, target: LanguageCard) -> OutputCheck:
     scan = scan_placeholders(output)
     integrity = variable_integrity(source_placeholders, scan.tokens)
-    quotes = quote_compliance(scan.masked, target.raw.get("quotes"))
+    quotes = quote_compliance(scan.masked, target.quotes)
     casing = casing_compliance(scan.masked, target.casing)
     violations = Counter()
     violations.update(("missing_placeholder", item) for item in integrity.missing.elements())

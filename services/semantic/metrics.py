@@ -51,7 +51,7 @@ CHARS_PER_SEGMENT = 1024
 
 
 def _embedding_supported(card: LanguageCard) -> bool:
-    return bool((card.raw.get("metricModelSupport") or {}).get("embedding", False))
+    return card.model_support.embedding
 
 
 def _record_mean_metric(output: BatchOutput, metric: str, scored: list[EntryInput], values: list[float]) -> None:

@@ -42,13 +42,12 @@ def resolve_comet_model(card: LanguageCard, override: str | None = None) -> Come
 
     ``metricModelSupport.comet.validated`` speaks for the card's own model
     only; an override naming another model is not known to be validated."""
-    support = (card.raw.get("metricModelSupport") or {}).get("comet") or {}
-    carded = str(support.get("model") or DEFAULT_COMET_MODEL)
-    validated = bool(support.get("validated", False))
+    support = card.model_support.comet
+    carded = support.model or DEFAULT_COMET_MODEL
     override = (override or "").strip()
     if override:
-        return CometChoice(override, "override", validated and override == carded)
-    return CometChoice(carded, "card" if support.get("model") else "default", validated)
+        return CometChoice(override, "override", support.validated and override == carded)
+    return CometChoice(carded, "card" if support.model else "default", support.validated)
 
 
 @dataclass(frozen=True)

@@ -1,30 +1,34 @@
 #!/usr/bin/env bash
 # Builds the HFST optimized-lookup analyzers the language cards name, into
-# OUT_DIR (default build/fst):
-#   nob, spa, eng, eus  from Debian's Apertium data (lttoolbox -> ATT -> HFST)
-#   crk                 the project's Plains Cree lexc fragment
-# Apertium's .bin holds several sections (punctuation, lexicon, ...); -j joins
-# them into one transducer, without which lookup sees the first section only.
+# OUT_DIR (default build/fst). The list comes from the cards
+# (services/structural/analyzer_builds.py); PYTHON (default python3) must be
+# able to import champollion.cards (PyYAML, jsonschema).
+#   apertium  Debian's Apertium data: lt-print -> ATT -> hfst-txt2fst -j ->
+#             hfst-fst2fst -w. Apertium's .bin holds several sections
+#             (punctuation, lexicon, ...); -j joins them into one transducer,
+#             without which lookup sees the first section only.
+#   script    a build script the card names, run with OUT_DIR
+#             (e.g. eval_standards/crk/analyzer/build.sh, the Plains Cree fragment)
 set -euo pipefail
-out=${1:-build/fst}
-here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out"
+out=$(mkdir -p "${1:-build/fst}" && cd "${1:-build/fst}" && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-apertium=/usr/share/apertium
-declare -A sources=(
-  [nob]=$apertium/apertium-nno-nob/nob-nno.automorf.bin
-  [spa]=$apertium/apertium-eng-spa/spa-eng.automorf.bin
-  [eng]=$apertium/apertium-eng-spa/eng-spa.automorf.bin
-  [eus]=$apertium/apertium-eu-es/eu-es.automorf.bin
-)
-for code in nob spa eng eus; do
+# Listed first, so that a card error stops the build before anything is written.
+"${PYTHON:-python3}" -m services.structural.analyzer_builds list > "$work/builds"
+while read -r kind file source; do
   started=$(date +%s%N)
-  lt-print -H "${sources[$code]}" > "$work/$code.att"
-  hfst-txt2fst -j -i "$work/$code.att" -o "$work/$code.hfst"
-  hfst-fst2fst -w -i "$work/$code.hfst" -o "$out/$code.hfstol"
-  printf '%s.hfstol  %s bytes  %s ms\n' "$code" "$(stat -c %s "$out/$code.hfstol")" \
+  case "$kind" in
+    apertium)
+      lt-print -H "$source" > "$work/$file.att"
+      hfst-txt2fst -j -i "$work/$file.att" -o "$work/$file.hfst"
+      hfst-fst2fst -w -i "$work/$file.hfst" -o "$out/$file" ;;
+    script)
+      "$repo/$source" "$out" ;;
+  esac
+  [[ -f "$out/$file" ]] || { echo "$0: $kind build from $source wrote no $file" >&2; exit 1; }
+  printf '%s  %s bytes  %s ms\n' "$file" "$(stat -c %s "$out/$file")" \
     "$(( ($(date +%s%N) - started) / 1000000 ))"
-done
-"$here/../../eval_standards/crk/analyzer/build.sh" "$out"
+done < "$work/builds"

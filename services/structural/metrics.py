@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib import metadata
 
 from champollion import __version__
-from champollion.analyzers import Analyzer, AnalyzerMissing, AnalyzerRegistry
+from champollion.analyzers import Analyzer, AnalyzerRegistry
 from champollion.cards import LanguageCard
 from champollion.words import words_of
 from services.contract import (
@@ -58,15 +58,6 @@ class StructuralScorer:
                                        version=_hfst_version(), detail=f"sha256:{analyzer.sha256}"))
         return found
 
-    def _analyzer(self, card: LanguageCard, warnings: list[str]) -> Analyzer | None:
-        if not card.fst_analyzers:
-            return None
-        try:
-            return self.registry.for_card(card)
-        except AnalyzerMissing as error:
-            warnings.append(f"{error}; fst_acceptance_rate and morphological_accuracy are null")
-            return None
-
     def _plugins_for(self, card: LanguageCard, analyzer: Analyzer | None):
         from eval_standards.plugins import discover
 
@@ -101,10 +92,12 @@ class StructuralScorer:
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         card = context.target
         warnings: list[str] = []
-        analyzer = self._analyzer(card, warnings)
-        rule_names = list((card.raw.get("orthography") or {}).get("rules") or [])
+        analyzer = self.registry.for_scoring(
+            card, warnings, if_missing="fst_acceptance_rate and morphological_accuracy are null",
+            if_caveat="fst_acceptance_rate and morphological_accuracy are not representative")
+        rule_names = list(card.orthography.rules)
         rules = rules_for(rule_names)
-        keep_hyphenated = bool((card.raw.get("words") or {}).get("keep_hyphenated", False))
+        keep_hyphenated = card.words.keep_hyphenated
         outputs = []
         for entry in entries:
             words = words_of(entry.prediction, keep_hyphenated)

@@ -54,8 +54,8 @@ class SurfaceScorer:
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         target = context.target
         chrf = build_metric("chrf_plus_plus")
-        bleu = build_metric("bleu", bleu_tokenizer=target.bleu_tokenizer)
-        ter = build_metric("ter", ter_asian_support=target.ter_asian_support)
+        bleu = build_metric("bleu", bleu_tokenizer=target.surface.bleu_tokenizer)
+        ter = build_metric("ter", ter_asian_support=target.surface.ter_asian_support)
         hypotheses = [entry.prediction for entry in entries]
         references = [entry.reference for entry in entries]
         chrf_stats = segment_statistics(chrf, hypotheses, references)

@@ -1,0 +1,124 @@
+"""The leaderboard query (spec §11: §1.5, §4.1, §6.3; seed 001 §8.2): runs
+of one corpus version ranked by a numeric column, with comparability and
+cherry-pick flags, computed in SQL so a large store answers quickly."""
+from __future__ import annotations
+
+from sqlalchemy import Connection, and_, case, func, select, true
+
+from gateway.store.columns import SORT_COLUMNS, SPEC_COLUMNS
+from gateway.store.errors import InvalidQuery
+from gateway.store.rows import coverage_metrics, utc
+from gateway.store.tables import runs
+
+SPEC_NAMES = tuple(c.name for c in SPEC_COLUMNS)
+ROW_COLUMNS = ("run_id", *SPEC_NAMES, "cost_adjusted", "created_at",
+               "profile", "composite_metrics", "disqualified")
+
+
+COUNT_CHUNK = 500
+
+
+def check_sort(sort: str) -> None:
+    if sort not in SORT_COLUMNS:
+        raise InvalidQuery(f"unknown sort column {sort!r}; valid columns: {', '.join(SORT_COLUMNS)}")
+
+
+def latest_version(connection: Connection, dataset_id: str) -> str | None:
+    """The corpus version whose first run is the newest."""
+    first_seen = func.min(runs.c.created_at)
+    query = (select(runs.c.corpus_version).where(runs.c.dataset_id == dataset_id)
+             .group_by(runs.c.corpus_version).order_by(first_seen.desc(), runs.c.corpus_version).limit(1))
+    return connection.scalar(query)
+
+
+def _majority_coverage(connection: Connection, in_version) -> tuple | None:
+    """The composite coverage of most runs on the official board (first
+    submissions, not disqualified), so the flags asked for do not change
+    it; a tie goes to the fuller coverage."""
+    query = (select(runs.c.profile, runs.c.composite_metrics)
+             .where(in_version, runs.c.submission == 1, runs.c.disqualified.is_(False))
+             .group_by(runs.c.profile, runs.c.composite_metrics)
+             .order_by(func.count().desc(), func.length(runs.c.composite_metrics).desc(), runs.c.composite_metrics)
+             .limit(1))
+    return connection.execute(query).first()
+
+
+def _submission_counts(connection: Connection, fingerprints: set) -> dict[str, int]:
+    """How many stored runs share each fingerprint (now, not when saved),
+    asked only for the rows shown, in chunks the databases accept."""
+    wanted, counts = sorted(f for f in fingerprints if f is not None), {}
+    for start in range(0, len(wanted), COUNT_CHUNK):
+        chunk = wanted[start:start + COUNT_CHUNK]
+        counts.update(connection.execute(
+            select(runs.c.fingerprint_hash, func.count()).where(runs.c.fingerprint_hash.in_(chunk))
+            .group_by(runs.c.fingerprint_hash)).all())
+    return counts
+
+
+def _not_comparable_reason(row, majority) -> str:
+    own, most = set(coverage_metrics(row.composite_metrics)), set(coverage_metrics(majority[1]))
+    parts = []
+    if row.profile != majority[0]:
+        parts.append(f"profile {row.profile} where most runs have {majority[0]}")
+    if most - own:
+        parts.append(f"lacks {', '.join(sorted(most - own))}")
+    if own - most:
+        parts.append(f"adds {', '.join(sorted(own - most))}")
+    return "composite coverage differs from most runs on this board (§4.1): " + "; ".join(parts)
+
+
+def leaderboard(connection: Connection, dataset_id: str, version: str | None, sort: str, descending: bool,
+                all_submissions: bool, include_disqualified: bool, limit: int | None) -> dict:
+    check_sort(sort)
+    version = version or latest_version(connection, dataset_id)
+    board = {"dataset_id": dataset_id, "corpus_version": version, "sort": sort, "descending": descending, "rows": []}
+    if version is None:
+        return board
+    in_version = and_(runs.c.dataset_id == dataset_id, runs.c.corpus_version == version)
+    majority = _majority_coverage(connection, in_version)
+    comparable = true() if majority is None else and_(
+        runs.c.profile.is_not_distinct_from(majority[0]), runs.c.composite_metrics == majority[1])
+    key = runs.c[sort]
+    query = select(*(runs.c[name] for name in ROW_COLUMNS),
+                   case((comparable, True), else_=False).label("comparable")).where(in_version)
+    if not all_submissions:
+        query = query.where(runs.c.submission == 1)
+    if not include_disqualified:
+        query = query.where(runs.c.disqualified.is_(False))
+    query = query.order_by(
+        runs.c.disqualified,
+        case((comparable, 0), else_=1),
+        case((key.is_(None), 1), else_=0),  # nulls last, whichever the direction
+        key.desc() if descending else key.asc(),
+        runs.c.created_at, runs.c.run_id,
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    rows = connection.execute(query).all()
+    submissions = _submission_counts(connection, {row.fingerprint_hash for row in rows})
+    coverages: dict[tuple, tuple[dict, str | None]] = {}  # a board holds few distinct coverages
+    for rank, row in enumerate(rows, start=1):
+        coverage = (row.profile, row.composite_metrics)
+        if coverage not in coverages:
+            reason = None if row.comparable else _not_comparable_reason(row, majority)
+            coverages[coverage] = ({"profile": row.profile, "metrics": coverage_metrics(row.composite_metrics)},
+                                   reason)
+        board["rows"].append(_board_row(rank, row, submissions.get(row.fingerprint_hash, 1), *coverages[coverage]))
+    return board
+
+
+def _board_row(rank: int, row, submissions: int, coverage: dict, not_comparable: str | None) -> dict:
+    values = row._mapping
+    out = {"rank": rank, "run_id": row.run_id}
+    out.update({name: values[name] for name in SPEC_NAMES})
+    out.update(
+        cost_adjusted=row.cost_adjusted,
+        created_at=utc(row.created_at).isoformat(),
+        composite_coverage={"profile": coverage["profile"], "metrics": list(coverage["metrics"])},
+        comparable=not_comparable is None,
+        not_comparable=not_comparable,
+        submissions_with_fingerprint=submissions,
+        cherry_pick_suspect=submissions > 1,
+        disqualified=bool(row.disqualified),
+    )
+    return out

@@ -1,0 +1,147 @@
+"""RunStore: every run card remembered, in SQLite or PostgreSQL (spec §11)."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Iterable, Iterator
+
+from sqlalchemy import Connection, func, insert, select, text
+
+from gateway.store import leaderboard as board
+from gateway.store.errors import UnknownRun
+from gateway.store.location import database_errors, open_engine, parse_store_url
+from gateway.store.migrate import upgrade_to_head
+from gateway.store.rows import (
+    card_without_entries,
+    entry_from_row,
+    entry_row,
+    run_row,
+    utc,
+    with_submission_count,
+)
+from gateway.store.tables import run_entries, runs
+
+RUN_SUMMARY = ("run_id", "created_at", "dataset_id", "corpus_version", "model_slug", "condition",
+               "composite_score", "quality_tier", "fingerprint_hash")
+
+
+class RunStore:
+    """One store; safe to share between threads (SQLAlchemy's pool)."""
+
+    def __init__(self, url, engine):
+        self._url = url
+        self._engine = engine
+
+    @classmethod
+    def open(cls, url: str) -> "RunStore":
+        """Opens the store at `url`, creating a SQLite file and applying
+        pending migrations, so an empty database is ready to use."""
+        parsed = parse_store_url(url)
+        store = cls(parsed, open_engine(parsed))
+        try:
+            store.upgrade()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def upgrade(self) -> None:
+        with self._connection(write=True) as connection:
+            upgrade_to_head(connection)
+
+    @contextmanager
+    def _connection(self, write: bool = False) -> Iterator[Connection]:
+        """A connection; with write=True, one transaction committed at the end."""
+        with database_errors(self._url):
+            with (self._engine.begin() if write else self._engine.connect()) as connection:
+                yield connection
+
+    def save_run(self, card: dict, entries: Iterable[list[dict]]) -> int:
+        """Stores a run in one transaction; returns how many stored runs,
+        this one included, share its fingerprint."""
+        stored = card_without_entries(card)
+        fingerprint = (stored.get("fingerprint") or {}).get("hash")
+        with self._connection(write=True) as connection:
+            if fingerprint is not None and connection.dialect.name == "postgresql":
+                # Two gateways storing one configuration at once must not both count themselves first.
+                connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:fingerprint))"),
+                                   {"fingerprint": fingerprint})
+            earlier = 0 if fingerprint is None else connection.scalar(
+                select(func.count()).select_from(runs).where(runs.c.fingerprint_hash == fingerprint))
+            stored = with_submission_count(stored, earlier + 1)
+            connection.execute(insert(runs), [run_row(stored, datetime.now(timezone.utc), earlier + 1)])
+            position = 0
+            for batch in entries:
+                if batch:
+                    rows = [entry_row(stored["run_id"], position + i, entry) for i, entry in enumerate(batch)]
+                    connection.execute(insert(run_entries), rows)  # executemany
+                    position += len(rows)
+        return earlier + 1
+
+    def _card(self, connection: Connection, run_id: str) -> dict:
+        card = connection.scalar(select(runs.c.run_card).where(runs.c.run_id == run_id))
+        if card is None:
+            raise UnknownRun(run_id)
+        return card
+
+    def get_run(self, run_id: str) -> dict:
+        """The stored card, entries included, in corpus order."""
+        with self._connection() as connection:
+            card = self._card(connection, run_id)
+        card["entries"] = [entry for batch in self.iter_entries(run_id) for entry in batch]
+        return card
+
+    def iter_entries(self, run_id: str, batch: int = 2000) -> Iterator[list[dict]]:
+        """The run's entries a batch at a time, one short query per batch."""
+        with self._connection() as connection:
+            if connection.scalar(select(runs.c.run_id).where(runs.c.run_id == run_id)) is None:
+                raise UnknownRun(run_id)
+        return self._entry_batches(run_id, batch)
+
+    def _entry_batches(self, run_id: str, batch: int) -> Iterator[list[dict]]:
+        position = 0
+        while True:
+            with self._connection() as connection:
+                rows = connection.execute(
+                    select(run_entries).where(run_entries.c.run_id == run_id, run_entries.c.position >= position)
+                    .order_by(run_entries.c.position).limit(batch)).all()
+            if not rows:
+                return
+            yield [entry_from_row(row) for row in rows]
+            position = rows[-1].position + 1
+
+    def list_runs(self, dataset_id: str | None = None, model_slug: str | None = None,
+                  limit: int | None = None) -> list[dict]:
+        """Stored runs, newest first, optionally of one dataset or model."""
+        query = select(*(runs.c[name] for name in RUN_SUMMARY)).order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
+        if dataset_id is not None:
+            query = query.where(runs.c.dataset_id == dataset_id)
+        if model_slug is not None:
+            query = query.where(runs.c.model_slug == model_slug)
+        if limit is not None:
+            query = query.limit(limit)
+        with self._connection() as connection:
+            rows = connection.execute(query).all()
+        return [{**row._asdict(), "created_at": utc(row.created_at).isoformat()} for row in rows]
+
+    def leaderboard(self, dataset_id: str, version: str | None = None, sort: str = "composite_score",
+                    descending: bool = True, all_submissions: bool = False, include_disqualified: bool = False,
+                    limit: int | None = None) -> dict:
+        """Runs of one corpus version (the latest by default) ranked by
+        `sort` (one of SORT_COLUMNS); see leaderboard.py for the rules."""
+        with self._connection() as connection:
+            return board.leaderboard(connection, dataset_id, version, sort, descending,
+                                     all_submissions, include_disqualified, limit)
+
+    def comparable_stats(self, run_id: str) -> tuple[dict, list[tuple[str, dict]]]:
+        """What compare needs: the card without entries and each entry's
+        (id, statistics), in corpus order."""
+        with self._connection() as connection:
+            card = self._card(connection, run_id)
+            rows = connection.execute(
+                select(run_entries.c.entry_id, run_entries.c.stats).where(run_entries.c.run_id == run_id)
+                .order_by(run_entries.c.position)).all()
+        return card, [(row.entry_id, row.stats) for row in rows]
+
+    def close(self) -> None:
+        self._engine.dispose()

@@ -1,0 +1,107 @@
+"""`champollion serve` passes every family option on: --languages, --device
+and --comet-dir reach each family's factory whether it serves the whole stack
+(no --family) or named families. The server runs in-process and is stopped by
+the SIGTERM it handles in production."""
+import asyncio
+import os
+import signal
+
+import grpc
+import pytest
+
+from champollion import cli
+from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
+from services.registry import IMPLEMENTED
+
+
+@pytest.fixture
+def factory_calls(monkeypatch):
+    """Each family's real factory, wrapped to record the options it is given."""
+    calls = {}
+    for name, factory in list(IMPLEMENTED.items()):
+        def recording(factory=factory, name=name, **options):
+            calls[name] = options
+            return factory(**options)
+        monkeypatch.setitem(IMPLEMENTED, name, recording)
+    return calls
+
+
+class Started:
+    """What the wrapped start functions started, and a way to wait for it."""
+
+    def __init__(self):
+        self.things = []
+        self.changed = asyncio.Event()
+
+    def add(self, thing):
+        self.things.append(thing)
+        self.changed.set()
+
+    async def wait_for(self, count: int, task: asyncio.Task):
+        while len(self.things) < count:
+            self.changed.clear()
+            await asyncio.wait([task, asyncio.ensure_future(self.changed.wait())], return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                task.result()  # raises what stopped the server early
+                raise AssertionError("serve returned before starting")
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The real start_stack and start_family, reporting what they started."""
+    found = Started()
+    real_stack, real_family = cli.start_stack, cli.start_family
+
+    async def start_stack(**options):
+        stack = await real_stack(**options)
+        found.add(stack)
+        return stack
+
+    async def start_family(*args, **options):
+        server, port = await real_family(*args, **options)
+        found.add(port)
+        return server, port
+
+    monkeypatch.setattr(cli, "start_stack", start_stack)
+    monkeypatch.setattr(cli, "start_family", start_family)
+    return found
+
+
+async def _serve_then_stop(argv, started, expected_starts, check):
+    """Runs `champollion serve ARGV` until it has started `expected_starts`
+    things, awaits `check()`, then stops it with SIGTERM."""
+    task = asyncio.create_task(cli._serve(cli.build_parser().parse_args(argv)))
+    await started.wait_for(expected_starts, task)
+    try:
+        await check()
+    finally:
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(task, timeout=30)
+
+
+def test_serve_without_family_passes_every_option_to_every_family(tmp_path, factory_calls, started):
+    argv = ["serve", "--port", "0", "--no-store", "--languages", "nob,spa", "--device", "cpu",
+            "--comet-dir", str(tmp_path)]
+
+    async def check():
+        (stack,) = started.things
+        async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
+            described = await gateway_pb2_grpc.GatewayStub(channel).Describe(family_pb2.DescribeRequest(), timeout=30)
+        languages = {status.family: list(status.description.languages) for status in described.families}
+        assert languages["structural"] == ["nob", "spa"]
+
+    asyncio.run(_serve_then_stop(argv, started, 1, check))
+    expected = {"languages": ["nob", "spa"], "device": "cpu", "comet_dir": str(tmp_path)}
+    assert factory_calls == {name: expected for name in IMPLEMENTED}
+
+
+def test_serve_with_a_family_passes_every_option_to_it(tmp_path, factory_calls, started):
+    argv = ["serve", "--family", "semantic", "--port", "0", "--languages", "eus", "--device", "cpu",
+            "--comet-dir", str(tmp_path)]
+
+    async def check():
+        (port,) = started.things
+        assert port > 0
+
+    asyncio.run(_serve_then_stop(argv, started, 1, check))
+    assert factory_calls == {"semantic": {"languages": ["eus"], "device": "cpu", "comet_dir": str(tmp_path)}}
