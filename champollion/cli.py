@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
+import os
 import signal
 import sys
 from contextlib import nullcontext
@@ -16,6 +18,7 @@ from tabulate import tabulate
 from tqdm import tqdm
 
 from champollion import logs
+from champollion.channel import ChannelError, check_token, is_untrusted_certificate, open_channel
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from champollion.inputs import (
     InputError,
@@ -30,10 +33,11 @@ from champollion.inputs import (
 )
 from champollion.launch import local_cluster
 from champollion.launch.embedded import EmbeddedStack, start_family, start_gateway, start_stack
-from champollion.serving import MAX_MESSAGE_BYTES
-from champollion.upload import collect_run_card, compare_parts, request_parts
+from champollion.serving import ServerTls, TlsError
+from champollion.upload import collect_run_card, compare_parts, corpus_parts, request_parts
 from gateway.card.run_card import message_to_dict
 from gateway.server.config import ConfigError, GatewayConfig, load_config
+from gateway.server.tokens import ROLES, TokenFile, new_token, token_line
 from gateway.store import RunStore, StoreError, default_store_url
 from gateway.store.columns import SPEC_COLUMNS
 from gateway.store.location import parse_store_url, redact
@@ -42,10 +46,10 @@ from services.registry import IMPLEMENTED
 EXIT_INVALID_INPUT = 2
 EXIT_FAILURE = 1
 DEFAULT_PORT = 50051
-CHANNEL_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-]
+# Rows a leaderboard shows unless --limit says otherwise: the top of a board
+# of any size answers in about 0.1 s (bench/leaderboard.py).
+DEFAULT_BOARD_ROWS = 100
+TOKEN_VARIABLE = "CHAMPOLLION_TOKEN"
 
 
 class CliError(Exception):
@@ -96,13 +100,39 @@ def _embedded_store_url(args) -> str | None:
     return _store_url(args)
 
 
+def _connect(args, address: str) -> grpc.Channel:
+    """The channel every command talks to a gateway through: to --gateway
+    with the token (--token, else $CHAMPOLLION_TOKEN) and TLS (--tls-ca,
+    --tls) given; to an embedded gateway (open, loopback, plaintext) without."""
+    if not args.gateway:
+        return open_channel(address)
+    token, source = (args.token, "--token") if args.token else (os.environ.get(TOKEN_VARIABLE), TOKEN_VARIABLE)
+    try:
+        return open_channel(address, check_token(token, source) if token else None,
+                            tls_ca=Path(args.tls_ca) if args.tls_ca else None, tls=args.tls)
+    except ChannelError as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
+
+
+def _gateway_failure(error: grpc.RpcError, address: str) -> CliError:
+    """A failed call as one line; exit 1. Refused access (UNAUTHENTICATED,
+    PERMISSION_DENIED) is such a failure too: the input may be fine."""
+    if is_untrusted_certificate(error):
+        return CliError(f"gateway at {address}: its TLS certificate is not trusted (give --tls-ca with the CA "
+                        f"certificate that signed it)", EXIT_FAILURE)
+    details = error.details()
+    if error.code() == grpc.StatusCode.UNAVAILABLE and "socket closed" in (details or "").lower():
+        details += " (if the gateway serves TLS, give --tls-ca or --tls)"
+    return CliError(f"gateway at {address}: {error.code().name}: {details}", EXIT_FAILURE)
+
+
 def _rpc_failure(error: grpc.RpcError, address: str) -> CliError:
     """A gateway's refusal as the command's error: bad arguments (an unknown
     run id or sort column, cards that cannot be compared) exit 2, the rest 1."""
     if error.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
-                        grpc.StatusCode.FAILED_PRECONDITION):
+                        grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS):
         return CliError(error.details(), EXIT_INVALID_INPUT)
-    return CliError(f"gateway at {address}: {error.code().name}: {error.details()}", EXIT_FAILURE)
+    return _gateway_failure(error, address)
 
 
 def _ask_gateway(args, ask, store: bool = True):
@@ -111,7 +141,7 @@ def _ask_gateway(args, ask, store: bool = True):
     the store unless `store` is false."""
     url = _embedded_store_url(args) if store else None
     with _gateway_or_embedded(args.gateway, families=(), store=url) as address:
-        with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        with _connect(args, address) as channel:
             try:
                 return ask(gateway_pb2_grpc.GatewayStub(channel))
             except grpc.RpcError as error:
@@ -120,32 +150,52 @@ def _ask_gateway(args, ask, store: bool = True):
                 raise CliError(str(error), EXIT_FAILURE) from None
 
 
-def _stream_evaluation(address: str, request: gateway_pb2.EvaluateRequest) -> dict:
-    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
-        stub = gateway_pb2_grpc.GatewayStub(channel)
-        # Shown only once scoring has run for more than a moment.
-        bar = tqdm(unit="call", file=sys.stderr, delay=0.5, desc="scoring", leave=False)
+def _stream_evaluation(channel: grpc.Channel, request: gateway_pb2.EvaluateRequest) -> dict:
+    stub = gateway_pb2_grpc.GatewayStub(channel)
+    # Shown only on a terminal (disable=None), and only once scoring has run
+    # for more than a moment: logs and pipes get the error line alone.
+    bar = tqdm(unit="call", file=sys.stderr, delay=0.5, desc="scoring", leave=False, disable=None)
 
-        def show(update) -> None:
-            bar.total = update.batches_total
-            bar.update(update.batches_done - bar.n)
+    def show(update) -> None:
+        bar.total = update.batches_total
+        bar.update(update.batches_done - bar.n)
 
-        try:
-            # Sent in parts, so that a run larger than one gRPC message fits.
-            return collect_run_card(stub.EvaluateUpload(request_parts(request)), show)
-        except ValueError as error:
-            raise CliError(str(error), EXIT_FAILURE) from None
-        finally:
-            bar.close()
+    try:
+        # Sent in parts, so that a run larger than one gRPC message fits.
+        return collect_run_card(stub.EvaluateUpload(request_parts(request)), show)
+    except ValueError as error:
+        raise CliError(str(error), EXIT_FAILURE) from None
+    finally:
+        bar.close()
+
+
+def _corpus_path(args) -> Path | None:
+    """CORPUS; None with --corpus-id (a corpus registered in the gateway's store)."""
+    if not args.corpus_id:
+        if args.corpus_version:
+            raise CliError("--corpus-version needs --corpus-id", EXIT_INVALID_INPUT)
+        if not args.corpus:
+            raise CliError("evaluate needs CORPUS PREDICTIONS, or --corpus-id ID PREDICTIONS", EXIT_INVALID_INPUT)
+        return Path(args.corpus)
+    given = [name for name, value in (("CORPUS", args.corpus), ("--source-lang", args.source_lang),
+                                      ("--target-lang", args.target_lang)) if value]
+    if given:
+        raise CliError(f"{given[0]} with --corpus-id: the registered corpus's entries and languages are used",
+                       EXIT_INVALID_INPUT)
+    return None
 
 
 def cmd_evaluate(args) -> int:
-    corpus_path, predictions_path = Path(args.corpus), Path(args.predictions)
+    corpus_path, predictions_path = _corpus_path(args), Path(args.predictions)
     meta_path = Path(args.meta) if args.meta else None
     glossary_path = Path(args.glossary) if args.glossary else None
     try:
-        corpus = load_corpus(corpus_path, args.source_lang, args.target_lang)
-        predictions = in_corpus_order(load_predictions(predictions_path), corpus)
+        if corpus_path is None:  # scored server-side: predictions only
+            corpus = gateway_pb2.CorpusRef(id=args.corpus_id, version=args.corpus_version or "")
+            predictions = load_predictions(predictions_path)
+        else:
+            corpus = load_corpus(corpus_path, args.source_lang, args.target_lang)
+            predictions = in_corpus_order(load_predictions(predictions_path), corpus)
         meta = load_meta(meta_path) if meta_path else None
         glossary = load_glossary(glossary_path) if glossary_path else None
     except InputError as error:
@@ -156,12 +206,13 @@ def cmd_evaluate(args) -> int:
         request.meta.comet_model = args.comet_model
     with _gateway_or_embedded(args.gateway, store=_embedded_store_url(args)) as address:
         try:
-            card = _stream_evaluation(address, request)
+            with _connect(args, address) as channel:
+                card = _stream_evaluation(channel, request)
         except grpc.RpcError as error:
             if error.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 message = locate_invalid(error.details(), corpus_path, predictions, meta_path, glossary_path)
                 raise CliError(message, EXIT_INVALID_INPUT) from None
-            raise CliError(f"gateway at {address}: {error.code().name}: {error.details()}", EXIT_FAILURE) from None
+            raise _rpc_failure(error, address) from None  # an unknown corpus id or version: exit 2
     _write_json(card, args.out)
     return 0
 
@@ -208,9 +259,12 @@ def cmd_show(args) -> int:
 
 
 def cmd_leaderboard(args) -> int:
+    if args.limit < 0:
+        raise CliError("--limit: must be 0 (every row) or a positive number", EXIT_INVALID_INPUT)
     request = gateway_pb2.LeaderboardRequest(
         dataset_id=args.dataset, version=args.version, sort=args.sort, ascending=args.ascending,
         all_submissions=args.all_submissions, include_disqualified=args.include_disqualified,
+        official=args.official, limit=args.limit,
     )
     board = _ask_gateway(args, lambda stub: stub.Leaderboard(request, timeout=60))
     rows = [_plain(row) for row in board.rows]
@@ -226,6 +280,8 @@ def cmd_leaderboard(args) -> int:
         headers=["rank", "model", "composite", "chrF++", "cost/entry", "cost_adjusted", "flags"],
         disable_numparse=True,
     ))
+    if args.limit and len(rows) == args.limit:
+        print(f"(the first {args.limit} rows; --limit 0 for all)")
     return 0
 
 
@@ -265,6 +321,99 @@ def _plain(struct) -> dict:
     return dict(sorted(row.items(), key=lambda item: (_FIELD_ORDER.get(item[0], len(_FIELD_ORDER)), item[0])))
 
 
+def cmd_token_new(args) -> int:
+    """A token for the caller to hand out (stdout, first line) and the line
+    for the gateway's tokens file: nobody hashes by hand."""
+    if not args.name.strip():
+        raise CliError("--name: required, a non-empty name", EXIT_INVALID_INPUT)
+    token = new_token()
+    print(token)
+    print("# the token above, for its user (shown once); the line below, under `tokens:` in the file of "
+          "`serve --auth` (it keeps only the hash):", file=sys.stderr)
+    print(f"  {token_line(args.name, args.role, token)}")
+    return 0
+
+
+def _print_corpus(info: gateway_pb2.CorpusInfo, note: str) -> None:
+    """A corpus version as `corpus register/retire/promote` print it."""
+    print(tabulate([["id", info.id], ["version", info.version], ["number", info.number],
+                    ["tier", f"{info.tier} (since {info.tier_since})"], ["entries", info.entries]],
+                   tablefmt="plain", disable_numparse=True))
+    print(note, file=sys.stderr)
+
+
+def cmd_corpus_register(args) -> int:
+    path = Path(args.corpus)
+    try:
+        corpus = load_corpus(path)
+    except InputError as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
+    try:
+        info = _ask_gateway(args, lambda stub: stub.RegisterCorpus(
+            corpus_parts(corpus, args.tier, args.new_version), timeout=600))
+    except CliError as error:
+        if error.exit_code == EXIT_INVALID_INPUT and str(error).startswith("corpus."):
+            raise CliError(f"{path}: {error}", EXIT_INVALID_INPUT) from None  # the field is the file's
+        raise
+    _print_corpus(info, f"registered as version {info.number}" if info.created else
+                  f"already registered with this content as version {info.number}; its tier is unchanged")
+    return 0
+
+
+def _set_corpus_tier(args, allowed: tuple[str, ...], command: str) -> int:
+    if args.to not in allowed:
+        other = "retire" if args.to == "dev" else "promote"
+        raise CliError(f"--to: `corpus {command}` moves a corpus to {' or '.join(allowed)}; "
+                       f"to move it to {args.to!r} use `corpus {other}`", EXIT_INVALID_INPUT)
+    request = gateway_pb2.SetCorpusTierRequest(corpus_id=args.corpus_id, version=args.version or "", tier=args.to)
+    info = _ask_gateway(args, lambda stub: stub.SetCorpusTier(request, timeout=60))
+    _print_corpus(info, f"corpus {info.id} version {info.number} is {info.tier} since {info.tier_since}")
+    return 0
+
+
+def cmd_corpus_retire(args) -> int:
+    # Rotation (seed 001 §5.3): a retired holdout becomes public, a dev set.
+    return _set_corpus_tier(args, ("dev",), "retire")
+
+
+def cmd_corpus_promote(args) -> int:
+    return _set_corpus_tier(args, ("holdout", "gold"), "promote")
+
+
+def cmd_corpus_list(args) -> int:
+    corpora = _ask_gateway(args, lambda stub: stub.ListCorpora(gateway_pb2.ListCorporaRequest(), timeout=60)).corpora
+    if args.json:
+        # `created` is RegisterCorpus's answer, nothing a listed version has.
+        _write_json([{key: value for key, value in message_to_dict(info).items() if key != "created"}
+                     for info in corpora], None)
+        return 0
+    print(tabulate(
+        [[info.id, info.number, info.version[:12], info.tier, info.tier_since, info.entries,
+          f"{info.source_lang}-{info.target_lang}", info.created_at] for info in corpora],
+        headers=["id", "number", "version", "tier", "tier since", "entries", "languages", "registered"],
+        disable_numparse=True,
+    ))
+    return 0
+
+
+def cmd_corpus_sources(args) -> int:
+    """JSON Lines {id, source, domain, difficulty} on stdout, as they arrive."""
+    request = gateway_pb2.GetSourcesRequest(corpus_id=args.corpus_id, version=args.version or "")
+
+    def write(parts) -> None:
+        for part in parts:
+            if part.HasField("corpus"):
+                print(f"corpus {part.corpus.id} version {part.corpus.number} ({part.corpus.version[:12]}), "
+                      f"{part.corpus.tier}: {part.corpus.entries} entries", file=sys.stderr)
+            for entry in part.entries:
+                line = {"id": entry.id, "source": entry.source, "domain": entry.domain or None,
+                        "difficulty": entry.difficulty if entry.HasField("difficulty") else None}
+                print(json.dumps(line, ensure_ascii=False))
+
+    _ask_gateway(args, lambda stub: write(stub.GetSources(request, timeout=600)))
+    return 0
+
+
 def cmd_db_upgrade(args) -> int:
     url = _store_url(args)
     try:
@@ -289,18 +438,55 @@ def _write_json(data: dict, out: str | None) -> None:
 
 def cmd_describe(args) -> int:
     with _gateway_or_embedded(args.gateway) as address:
-        with grpc.insecure_channel(address) as channel:
+        with _connect(args, address) as channel:
             try:
                 description = gateway_pb2_grpc.GatewayStub(channel).Describe(
                     family_pb2.DescribeRequest(), timeout=30
                 )
             except grpc.RpcError as error:
-                raise CliError(f"gateway at {address}: {error.code().name}: {error.details()}", EXIT_FAILURE) from None
+                raise _gateway_failure(error, address) from None
     print(json.dumps(message_to_dict(description), ensure_ascii=False, indent=2))
     return 0
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _server_access(args) -> tuple[TokenFile | None, ServerTls | None]:
+    """`serve`'s tokens file and TLS certificate, checked before anything
+    starts. A gateway without --auth is open to anyone who reaches it, so it
+    binds loopback only unless --insecure-open says otherwise."""
+    serves_gateway = not args.family or "gateway" in args.family
+    if args.auth and not serves_gateway:
+        raise CliError("--auth applies to the gateway (serve it alone or with --family gateway)", EXIT_INVALID_INPUT)
+    if serves_gateway and not args.auth and not args.insecure_open and not _is_loopback(args.host):
+        raise CliError(f"refusing to serve an open gateway on {args.host}: without --auth anyone who reaches it may "
+                       f"evaluate, read every stored run and register corpora; give --auth TOKENS.yaml, or "
+                       f"--insecure-open if something else (a network policy, an authenticating proxy) guards it",
+                       EXIT_INVALID_INPUT)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise CliError("--tls-cert and --tls-key go together: the certificate and its private key", EXIT_INVALID_INPUT)
+    if args.health_port is not None and not args.family:
+        raise CliError("--health-port applies to the services named with --family", EXIT_INVALID_INPUT)
+    tls = ServerTls(Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert else None
+    try:
+        if tls is not None:
+            tls.credentials()
+        return (TokenFile.load(args.auth) if args.auth else None), tls
+    except TlsError as error:
+        raise CliError(f"--tls-cert/--tls-key: {error}", EXIT_INVALID_INPUT) from None
+    except ConfigError as error:
+        raise CliError(f"--auth {error}", EXIT_INVALID_INPUT) from None
+
+
 async def _serve(args) -> None:
+    tokens, tls = _server_access(args)  # checked before anything starts
     servers = []
     host = args.host
     # What the command line says about families goes to every family served
@@ -309,7 +495,8 @@ async def _serve(args) -> None:
                                              ("comet_dir", args.comet_dir)) if value}
     if not args.family:
         config = load_config(args.config) if args.config else None
-        stack = await start_stack(host=host, gateway_port=args.port, store=_store_url(args), family_options=options)
+        stack = await start_stack(host=host, gateway_port=args.port, store=_store_url(args), family_options=options,
+                                  tokens=tokens, tls=tls)
         if config is not None:
             raise CliError("--config applies to `serve --family gateway`", EXIT_INVALID_INPUT)
         servers = stack.servers
@@ -317,12 +504,13 @@ async def _serve(args) -> None:
     else:
         for offset, name in enumerate(args.family):
             address = f"{host}:{args.port + offset}"
+            health = f"{host}:{args.health_port + offset}" if args.health_port is not None else None
             if name == "gateway":
                 config = load_config(args.config) if args.config else GatewayConfig()
                 config.store = _store_url(args, config.store)
-                server, port, _ = await start_gateway(config, address)
+                server, port, _ = await start_gateway(config, address, tokens, tls, health)
             else:
-                server, port = await start_family(name, address, **options)
+                server, port = await start_family(name, address, tls=tls, health_address=health, **options)
             servers.append(server)
             print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
     stop = asyncio.Event()
@@ -354,8 +542,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     evaluate = commands.add_parser("evaluate", help="evaluate a run and print its run card")
-    evaluate.add_argument("corpus", help="corpus JSON (object with entries, or a list of entries)")
+    evaluate.add_argument("corpus", nargs="?",
+                          help="corpus JSON (object with entries, or a list of entries); not with --corpus-id")
     evaluate.add_argument("predictions", help="predictions, JSON Lines")
+    evaluate.add_argument("--corpus-id", metavar="ID",
+                          help="score against this corpus registered in the gateway's store (server-side: "
+                               "send predictions only)")
+    evaluate.add_argument("--corpus-version", metavar="V",
+                          help="with --corpus-id: its version number or hash (prefix); default the latest")
     evaluate.add_argument("--meta", help="run metadata JSON (model, timings, pricing)")
     evaluate.add_argument("--glossary", help="glossary JSON: list of {source, target, alternatives}")
     evaluate.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
@@ -369,6 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--source-lang", help="source language (for a bare list of entries)")
     evaluate.add_argument("--target-lang", help="target language (for a bare list of entries)")
     _add_store_options(evaluate, "store the run card in this store")
+    _add_access_options(evaluate)
     evaluate.set_defaults(handler=cmd_evaluate)
 
     serve = commands.add_parser("serve", help="serve the gateway and families, or the named ones")
@@ -383,6 +578,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--device", choices=("cpu", "cuda"), help="semantic family: where COMET runs")
     serve.add_argument("--comet-dir", help="semantic family: directory of local COMET models")
     serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--auth", metavar="TOKENS.yaml",
+                       help="the gateway asks every call for one of these tokens: "
+                            "tokens: [{name, role: submitter|maintainer, sha256}] (see `champollion token new`)")
+    serve.add_argument("--insecure-open", action="store_true",
+                       help="serve a gateway without --auth on a non-loopback --host (anyone reaching it may do anything)")
+    serve.add_argument("--tls-cert", metavar="CERT.pem", help="serve over TLS with this certificate (chain, PEM)")
+    serve.add_argument("--tls-key", metavar="KEY.pem", help="the private key of --tls-cert (PEM)")
+    serve.add_argument("--health-port", type=int, metavar="N",
+                       help="with --family, also answer health checks only, in plaintext, on this port "
+                            "(+1, +2... as --port): for probes that speak no TLS")
     _add_store_options(serve, "the gateway stores every run card here (before the default: --config's store)")
     serve.set_defaults(handler=cmd_serve)
 
@@ -394,6 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, help="bootstrap seed (default 12345, as sacreBLEU)")
     compare.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
     compare.add_argument("--out", help="write the comparison here instead of stdout")
+    _add_access_options(compare)
     compare.set_defaults(handler=cmd_compare)
 
     up = commands.add_parser("up", help="the distributed topology on this machine: a process per family "
@@ -403,6 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     describe = commands.add_parser("describe", help="what is loaded: families, metrics, languages")
     describe.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
+    _add_access_options(describe)
     describe.set_defaults(handler=cmd_describe)
 
     runs = commands.add_parser("runs", help="list stored runs, newest first")
@@ -429,6 +636,10 @@ def build_parser() -> argparse.ArgumentParser:
     leaderboard.add_argument("--all-submissions", action="store_true",
                              help="every run of a fingerprint, not only its first submission")
     leaderboard.add_argument("--include-disqualified", action="store_true", help="disqualified runs too")
+    leaderboard.add_argument("--official", action="store_true",
+                             help="only runs scored against a registered holdout or gold corpus")
+    leaderboard.add_argument("--limit", type=int, default=DEFAULT_BOARD_ROWS,
+                             help=f"at most this many rows (default {DEFAULT_BOARD_ROWS}; 0: all)")
     _add_reading_options(leaderboard)
     leaderboard.set_defaults(handler=cmd_leaderboard)
 
@@ -437,6 +648,40 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade = db_commands.add_parser("upgrade", help="apply the store's pending migrations")
     _add_store_options(upgrade, "the store to upgrade", no_store=False)
     upgrade.set_defaults(handler=cmd_db_upgrade)
+
+    corpus = commands.add_parser("corpus", help="registered corpora: register, list, retire, promote, sources")
+    corpus_commands = corpus.add_subparsers(dest="corpus_command", required=True)
+    register = corpus_commands.add_parser("register", help="register a corpus (a new version of it with "
+                                                           "--new-version) with its secrecy tier")
+    register.add_argument("corpus", help="corpus JSON (object with id, languages and entries)")
+    register.add_argument("--tier", required=True, help="dev (public), holdout (references private) or "
+                                                        "gold (fully private)")
+    register.add_argument("--new-version", action="store_true",
+                          help="record content that differs from the registered versions as the next version")
+    listing = corpus_commands.add_parser("list", help="every registered corpus version and its tier")
+    retire = corpus_commands.add_parser("retire", help="rotation: move a corpus version to dev (public)")
+    promote = corpus_commands.add_parser("promote", help="rotation: move a corpus version to holdout or gold")
+    sources = corpus_commands.add_parser("sources", help="a corpus version's sources as JSON Lines "
+                                                         "{id, source, domain, difficulty}")
+    for parser_, handler in ((retire, cmd_corpus_retire), (promote, cmd_corpus_promote),
+                             (sources, cmd_corpus_sources)):
+        parser_.add_argument("corpus_id")
+        parser_.add_argument("--version", help="version hash, hash prefix (8+ characters) or number "
+                                               "(default: the latest)")
+        parser_.set_defaults(handler=handler)
+    retire.add_argument("--to", required=True, help="dev")
+    promote.add_argument("--to", required=True, help="holdout or gold")
+    register.set_defaults(handler=cmd_corpus_register)
+    listing.set_defaults(handler=cmd_corpus_list)
+    for parser_ in (register, listing, retire, promote, sources):
+        _add_reading_options(parser_, json_flag=parser_ is listing)
+
+    token = commands.add_parser("token", help="API tokens for `serve --auth`")
+    token_commands = token.add_subparsers(dest="token_command", required=True)
+    new = token_commands.add_parser("new", help="print a fresh random token and its line for the tokens file")
+    new.add_argument("--name", required=True, help="who or what will use it (logged on its calls)")
+    new.add_argument("--role", required=True, choices=ROLES)
+    new.set_defaults(handler=cmd_token_new)
     return parser
 
 
@@ -448,10 +693,20 @@ def _add_store_options(parser: argparse.ArgumentParser, purpose: str, no_store: 
         parser.add_argument("--no-store", action="store_true", help="store nothing")
 
 
+def _add_access_options(parser: argparse.ArgumentParser) -> None:
+    """How a command reaches --gateway: its token and TLS (an embedded
+    gateway is open, on loopback, and needs neither)."""
+    parser.add_argument("--token", help=f"API token for --gateway (default: ${TOKEN_VARIABLE})")
+    parser.add_argument("--tls-ca", metavar="CA.pem", help="reach --gateway over TLS, trusting this CA certificate")
+    parser.add_argument("--tls", action="store_true",
+                        help="reach --gateway over TLS, trusting the usual public CAs (no --tls-ca)")
+
+
 def _add_reading_options(parser: argparse.ArgumentParser, json_flag: bool = True) -> None:
     """The options of the commands that read stored runs."""
     parser.add_argument("--gateway", help="HOST:PORT of a running gateway (default: an embedded gateway over --store)")
     _add_store_options(parser, "the store to read", no_store=False)
+    _add_access_options(parser)
     if json_flag:
         parser.add_argument("--json", action="store_true", help="JSON instead of a table")
 
@@ -461,6 +716,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in ("serve", "up"):
         # Service logs would clutter a command's output; only problems show.
         logs.configure("WARNING")
+        # gRPC's own error lines too (a failed TLS handshake is reported as
+        # one line of ours); GRPC_VERBOSITY=ERROR brings them back.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         return args.handler(args)
     except CliError as error:

@@ -221,7 +221,28 @@ def load_meta(path: Path) -> gateway_pb2.RunMeta:
                 raise InputError(f"{pricing.where}: {name}: is required")
             setattr(meta.pricing, name, value)
         pricing.copy_to(meta.pricing, ("cached_per_1m",), pricing.number)
+    meta.coaching_data.extend(_coaching_data(data.get("coaching_data"), f"{path}: coaching_data"))
     return meta
+
+
+def _coaching_data(items, where: str) -> list[gateway_pb2.CoachingExample]:
+    """A list of strings or of {source, target} objects."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise InputError(f"{where}: must be a list of strings or of {{source, target}} objects")
+    examples = []
+    for index, item in enumerate(items):
+        if isinstance(item, str):
+            examples.append(gateway_pb2.CoachingExample(text=item))
+        elif isinstance(item, dict):
+            fields = _Fields(item, f"{where}[{index}]")
+            examples.append(gateway_pb2.CoachingExample(
+                source=fields.string("source", required=True), target=fields.string("target", required=True)
+            ))
+        else:
+            raise InputError(f"{where}[{index}]: must be a string or a {{source, target}} object")
+    return examples
 
 
 def _term(item, where: str) -> family_pb2.GlossaryTerm:
@@ -277,7 +298,8 @@ _META_PATH = re.compile(r"^meta\.")
 _GLOSSARY_PATH = re.compile(r"^glossary\[")
 
 
-def locate_invalid(message: str, corpus: Path, predictions: PredictionFile, meta: Path | None, glossary: Path | None) -> str:
+def locate_invalid(message: str, corpus: Path | None, predictions: PredictionFile, meta: Path | None,
+                   glossary: Path | None) -> str:
     """Prefixes a validation message (which starts with its field path) with
     the file, and the line for a prediction."""
     match = _PREDICTION_PATH.match(message)
@@ -290,7 +312,7 @@ def locate_invalid(message: str, corpus: Path, predictions: PredictionFile, meta
 
 
 def build_request(
-    corpus: gateway_pb2.Corpus,
+    corpus: gateway_pb2.Corpus | gateway_pb2.CorpusRef,
     predictions: PredictionFile,
     meta: gateway_pb2.RunMeta | None = None,
     glossary: list[family_pb2.GlossaryTerm] | None = None,
@@ -298,7 +320,13 @@ def build_request(
     seed: int | None = None,
     resamples: int = 0,
 ) -> gateway_pb2.EvaluateRequest:
-    request = gateway_pb2.EvaluateRequest(corpus=corpus, predictions=predictions.predictions)
+    """`corpus`: the corpus sent, or a CorpusRef naming a corpus registered
+    in the gateway's store (server-side scoring: predictions only)."""
+    request = gateway_pb2.EvaluateRequest(predictions=predictions.predictions)
+    if isinstance(corpus, gateway_pb2.CorpusRef):
+        request.corpus_ref.CopyFrom(corpus)
+    else:
+        request.corpus.CopyFrom(corpus)
     if meta is not None:
         request.meta.CopyFrom(meta)
     request.glossary.extend(glossary or [])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from champollion.eval.v1 import gateway_pb2
+from gateway.card.redaction import is_secret
 from gateway.card.run_card import message_to_dict, run_card_from_proto
 
 
@@ -14,13 +15,19 @@ def request_parts(request: gateway_pb2.EvaluateRequest, entries_per_part: int = 
     entries and predictions), then the entries in slices, each with the
     predictions of its entries (a prediction whose id no entry has goes with
     the last), so that no entry waits at the gateway for its prediction.
-    Predictions keep their relative order within a part."""
+    Predictions keep their relative order within a part. A request without
+    entries (one naming a registered corpus) sends its predictions in
+    slices of the same size."""
     header = gateway_pb2.EvaluateRequest()
     header.CopyFrom(request)
     del header.corpus.entries[:]
     del header.predictions[:]
     yield header
     entries = request.corpus.entries
+    if not entries:
+        for start in range(0, len(request.predictions), entries_per_part):
+            yield gateway_pb2.EvaluateRequest(predictions=request.predictions[start:start + entries_per_part])
+        return
     part_count = max(1, math.ceil(len(entries) / entries_per_part))
     position = {entry.id: index for index, entry in enumerate(entries)}
     grouped: list[list[gateway_pb2.Prediction]] = [[] for _ in range(part_count)]
@@ -63,7 +70,23 @@ def collect_run_card(updates, on_progress=None) -> dict:
             on_progress(update)
     if card is None:
         raise ValueError("the gateway closed the stream without a run card")
-    if len(entries) != card["scores"]["total"]:
+    # A secret registered corpus's card may come at corpus level, without entries.
+    withheld = not entries and is_secret(card)
+    if len(entries) != card["scores"]["total"] and not withheld:
         raise ValueError(f"the gateway sent {len(entries)} of the run card's {card['scores']['total']} entries")
     card["entries"] = entries
     return card
+
+
+def corpus_parts(corpus: gateway_pb2.Corpus, tier: str, new_version: bool = False, entries_per_part: int = 2000):
+    """A corpus as RegisterCorpus parts: the header (id, languages, tier,
+    new_version) with the first slice of entries, then the other slices."""
+    entries = corpus.entries
+    for start in range(0, max(len(entries), 1), entries_per_part):
+        part = gateway_pb2.RegisterCorpusRequest()
+        if start == 0:
+            part.corpus.id, part.corpus.source_lang, part.corpus.target_lang = \
+                corpus.id, corpus.source_lang, corpus.target_lang
+            part.tier, part.new_version = tier, new_version
+        part.corpus.entries.extend(entries[start:start + entries_per_part])
+        yield part

@@ -7,12 +7,14 @@ or a kubectl on PATH) and every object is validated, strictly (no unknown
 fields), with kubernetes-validate against the schemas of one pinned
 Kubernetes version. Then what matters for the topology: every family the
 gateway routes to has a Deployment, a headless Service, a
-PodDisruptionBudget and an autoscaler, with gRPC probes; only the semantic
-family asks for GPUs; the regional route table covers every language the
+PodDisruptionBudget and an autoscaler, with gRPC probes; the gateway asks
+for API tokens and serves TLS from Secrets, probed on a plaintext health
+port; only the semantic family asks for GPUs; the regional route table covers every language the
 regional structural services serve and points at services that exist.
 """
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import subprocess
@@ -26,6 +28,7 @@ import yaml
 
 from champollion.cards import default_registry
 from gateway.server.config import GatewayConfig
+from gateway.server.tokens import TokenFile
 
 REPO = Path(__file__).resolve().parent.parent
 K8S = REPO / "deploy" / "k8s"
@@ -160,8 +163,10 @@ def test_every_family_has_deployment_headless_service_pdb_and_hpa_with_grpc_prob
         assert deployment["metadata"]["name"] == name
         args = serve_args(deployment)
         assert args["--family"] == family and args["--port"] == str(port) and args["--host"] == "0.0.0.0"
+        # Plaintext HTTP/2 is said so; the gateway's port speaks TLS.
+        plaintext = {} if "--tls-cert" in args else {"appProtocol": "kubernetes.io/h2c"}
         assert service["spec"]["ports"] == [{"name": "grpc", "port": port, "targetPort": "grpc",
-                                             "protocol": "TCP", "appProtocol": "kubernetes.io/h2c"}]
+                                             "protocol": "TCP", **plaintext}]
         if family == "gateway":
             assert service["spec"].get("clusterIP") != "None"
         else:
@@ -169,8 +174,10 @@ def test_every_family_has_deployment_headless_service_pdb_and_hpa_with_grpc_prob
             assert service["spec"]["clusterIP"] == "None"
         container = server_container(deployment)
         assert {"name": "grpc", "containerPort": port, "protocol": "TCP"} in container["ports"]
+        # kubelet's gRPC probes speak no TLS: a TLS server is probed on its plaintext health port.
+        probed = int(args["--health-port"]) if "--tls-cert" in args else port
         for probe in ("readinessProbe", "livenessProbe"):
-            assert container[probe]["grpc"] == {"port": port}, (name, probe)
+            assert container[probe]["grpc"] == {"port": probed}, (name, probe)
         for bound in ("requests", "limits"):
             assert {"cpu", "memory"} <= set(container["resources"][bound]), (name, bound)
         pod = deployment["spec"]["template"]["spec"]
@@ -206,6 +213,38 @@ def test_the_gateway_reads_its_store_url_from_a_secret_and_no_database_is_deploy
     secret = objects(docs, "Secret")[reference["name"]]
     assert reference["key"] in secret["data"]
     assert not objects(docs, "StatefulSet")
+
+
+def mounted_file(deployment: dict, path: str) -> tuple[dict, str]:
+    """The pod volume a container path lies in, and the path inside it."""
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    for mount in server_container(deployment)["volumeMounts"]:
+        if path.startswith(mount["mountPath"].rstrip("/") + "/"):
+            assert mount.get("readOnly") is True, path
+            return volumes[mount["name"]], path[len(mount["mountPath"]):].lstrip("/")
+    pytest.fail(f"{path} is in no mounted volume")
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_gateway_asks_for_tokens_and_serves_tls_from_secrets(kustomization, tmp_path):
+    docs = render(kustomization)
+    gateway = objects(docs, "Deployment")["gateway"]
+    args = serve_args(gateway)
+    secrets = objects(docs, "Secret")
+    # The tokens file: a generated Secret whose placeholder is a valid tokens file.
+    volume, key = mounted_file(gateway, args["--auth"])
+    tokens_secret = secrets[volume["secret"]["secretName"]]
+    placeholder = tmp_path / "tokens.yaml"
+    placeholder.write_bytes(base64.b64decode(tokens_secret["data"][key]))
+    assert [token.name for token in TokenFile.load(placeholder).tokens] == ["placeholder-admits-nobody"]
+    # Certificate and key: from one kubernetes.io/tls Secret, made outside kustomize.
+    cert_volume, cert_key = mounted_file(gateway, args["--tls-cert"])
+    key_volume, key_key = mounted_file(gateway, args["--tls-key"])
+    assert cert_volume is key_volume and (cert_key, key_key) == ("tls.crt", "tls.key")
+    assert cert_volume["secret"]["secretName"] == "champollion-gateway-tls"
+    container = server_container(gateway)
+    assert {"name": "health", "containerPort": int(args["--health-port"]), "protocol": "TCP"} in container["ports"]
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)

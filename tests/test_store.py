@@ -298,17 +298,18 @@ def test_postgresql_table_has_the_spec_columns_types_and_indexes(postgres_cluste
     assert {"idx_composite", "idx_leaderboard", "idx_model", "idx_fingerprint"} <= indexes
 
 
-MIGRATION_0002 = '''
+# The next numbered migration after the latest (NEXT, LATEST filled in by the test).
+NEXT_MIGRATION = '''
     """Test only: a reviewer note on each run.
 
-    Revision ID: 0002
-    Revises: 0001
+    Revision ID: NEXT
+    Revises: LATEST
     """
     import sqlalchemy as sa
     from alembic import op
 
-    revision = "0002"
-    down_revision = "0001"
+    revision = "NEXT"
+    down_revision = "LATEST"
     branch_labels = None
     depends_on = None
 
@@ -328,7 +329,10 @@ def test_a_new_migration_adds_a_column_and_keeps_every_run(store, store_url, tmp
     board_before = store.leaderboard(DATASET)
     migrations = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS, migrations, ignore=shutil.ignore_patterns("__pycache__"))
-    (migrations / "versions" / "0002_reviewer_note.py").write_text(textwrap.dedent(MIGRATION_0002))
+    latest = max(path.name[:4] for path in (MIGRATIONS / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+    following = f"{int(latest) + 1:04d}"
+    script = textwrap.dedent(NEXT_MIGRATION).replace("NEXT", following).replace("LATEST", latest)
+    (migrations / "versions" / f"{following}_reviewer_note.py").write_text(script)
     engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.begin() as connection:
         upgrade_to_head(connection, migrations)
@@ -338,8 +342,8 @@ def test_a_new_migration_adds_a_column_and_keeps_every_run(store, store_url, tmp
     engine.dispose()
     assert [store.get_run(c["run_id"]) for c in cards] == before
     assert store.leaderboard(DATASET) == board_before
-    # Code that does not know migration 0002 refuses the store rather than guess.
-    with pytest.raises(StoreError, match="migration 0002"):
+    # Code that does not know the new migration refuses the store rather than guess.
+    with pytest.raises(StoreError, match=f"migration {following}"):
         RunStore.open(store_url)
 
 

@@ -141,6 +141,18 @@ def test_leaderboard_all_submissions_and_other_orders(capsys, runs, store_gatewa
     assert by_cost[0]["run_id"] == runs["b"]["run_id"]
     ascending = cli_json(capsys, *board, "--sort", "cost_adjusted", "--asc")
     assert [row["run_id"] for row in ascending] == [card["run_id"] for card in reversed(expected)]
+    # A page of the board: its top rows, ranked as on the whole board.
+    assert cli_json(capsys, *board, "--all-submissions", "--limit", "2") == every[:2]
+    assert cli_json(capsys, *board, "--all-submissions", "--limit", "0") == every
+
+
+def test_leaderboard_table_says_when_it_shows_a_page(capsys, runs, store_gateway):
+    code, out, err = cli(capsys, "leaderboard", "--dataset", DATASET, "--gateway", store_gateway, "--limit", "1")
+    assert code == 0, err
+    assert out.splitlines()[-1] == "(the first 1 rows; --limit 0 for all)" and len(out.splitlines()) == 5
+    code, out, err = cli(capsys, "leaderboard", "--dataset", DATASET, "--gateway", store_gateway, "--limit", "-1")
+    assert code == 2 and out == "" and err.strip().splitlines() == [
+        "champollion: error: --limit: must be 0 (every row) or a positive number"]
 
 
 def test_leaderboard_table(capsys, runs, store_gateway):
@@ -279,7 +291,8 @@ def test_a_gateway_without_a_store_says_so(stack):
             assert "--store" in refused.value.details()
             card = evaluate(stub, make_request([{"id": "n1", "reference": "Hola"}]))
             assert card["integrity"] == {"disqualified": False, "reasons": [], "contaminated_entries": [],
-                                         "submissions_with_fingerprint": None, "reference_ngram_overlap": None}
+                                         "contaminated_entry_count": 0, "submissions_with_fingerprint": None,
+                                         "reference_ngram_overlap": None}
             assert not any("not stored" in warning for warning in card["warnings"])
 
 

@@ -10,17 +10,22 @@ from dataclasses import dataclass, field
 import grpc
 
 from champollion.eval.v1 import family_pb2_grpc, gateway_pb2_grpc
-from champollion.serving import start_server
+from champollion.serving import ServerTls, start_server
+from gateway.server.auth import AccessControl
 from gateway.server.config import GatewayConfig
 from gateway.server.servicer import FAMILY_SERVICE, GATEWAY_SERVICE, GatewayServicer
+from gateway.server.tokens import TokenFile
 from services.registry import EXTRA_SERVICES, IMPLEMENTED
 
 
 async def start_family(
-    name: str, address: str, servicer=None, languages: list[str] | None = None, **options
+    name: str, address: str, servicer=None, languages: list[str] | None = None, tls: ServerTls | None = None,
+    health_address: str | None = None, **options,
 ) -> tuple[grpc.aio.Server, int]:
-    """One family's server; `languages` restricts what it serves (structural),
-    `options` go to the family's factory (semantic: device, comet_dir, ...)."""
+    """One family's server (over TLS with `tls`, health checks also in
+    plaintext on `health_address`); `languages` restricts what it serves
+    (structural), `options` go to the family's factory (semantic: device,
+    comet_dir, ...)."""
     servicer = servicer or IMPLEMENTED[name](languages=languages, **options)
     service_names = [FAMILY_SERVICE]
 
@@ -29,10 +34,15 @@ async def start_family(
         if name in EXTRA_SERVICES:
             service_names.extend(EXTRA_SERVICES[name](server, servicer))
 
-    return await start_server(register, service_names, address)
+    return await start_server(register, service_names, address, tls=tls, health_address=health_address)
 
 
-async def start_gateway(config: GatewayConfig, address: str) -> tuple[grpc.aio.Server, int, GatewayServicer]:
+async def start_gateway(
+    config: GatewayConfig, address: str, tokens: TokenFile | None = None, tls: ServerTls | None = None,
+    health_address: str | None = None,
+) -> tuple[grpc.aio.Server, int, GatewayServicer]:
+    """The gateway's server: callers need one of `tokens` (None: open to
+    all, as maintainers); over TLS with `tls`, as start_family."""
     servicer = GatewayServicer(config)
     if servicer.store is not None:
         await servicer.store.open()  # migrates an empty database before the first run
@@ -40,6 +50,9 @@ async def start_gateway(config: GatewayConfig, address: str) -> tuple[grpc.aio.S
         lambda server: gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server),
         [GATEWAY_SERVICE],
         address,
+        interceptors=[AccessControl(tokens)],
+        tls=tls,
+        health_address=health_address,
     )
     return server, port, servicer
 
@@ -62,13 +75,16 @@ async def start_stack(
     servicers: dict | None = None,
     store: str | None = None,
     family_options: dict | None = None,
+    tokens: TokenFile | None = None,
+    tls: ServerTls | None = None,
 ) -> RunningStack:
     """Every implemented family (or those named) on a free port, then the
     gateway. `remote_families` adds families already running elsewhere;
     `servicers` replaces a family's servicer (tests inject failures so);
     `store` is the gateway's run store URL (None: nothing is stored);
     `family_options` go to every family's factory (`serve`'s languages,
-    device, comet_dir: each family takes what it uses)."""
+    device, comet_dir: each family takes what it uses); `tokens` and `tls`
+    are the gateway's (see start_gateway)."""
     servicers = servicers or {}
     names = families if families is not None else tuple(IMPLEMENTED)
     servers, addresses, by_family = [], {}, {}
@@ -80,7 +96,7 @@ async def start_stack(
     config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store)
     if batch_size:
         config.batch_size = batch_size
-    server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}")
+    server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}", tokens, tls)
     servers.append(server)
     return RunningStack(f"{host}:{port}", addresses, servers, gateway, by_family)
 

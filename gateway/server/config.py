@@ -12,6 +12,7 @@ stack:
     deadline_seconds: 300
     max_in_flight: 16
     store: sqlite:////var/lib/champollion/runs.sqlite   # or postgresql://...; absent: no store
+    tls_ca: /etc/champollion/tls/ca.crt  # families over TLS, trusting this CA; absent: plaintext
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import grpc
 import yaml
 
 from gateway.card.metrics import FAMILIES
@@ -43,6 +45,10 @@ class GatewayConfig:
     # gateway stores nothing and its ListRuns / GetRun / Leaderboard answer
     # UNAVAILABLE.
     store: str | None = None
+    # The CA certificate (PEM file) that signed the families' certificates:
+    # with it the gateway reaches every family over TLS (cross-region FST
+    # services, say). None: plaintext, as inside one cluster.
+    tls_ca: str | None = None
 
     def __post_init__(self):
         _check_families(self.families)
@@ -51,6 +57,19 @@ class GatewayConfig:
         deadline = self.deadline_seconds
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 0 < deadline < math.inf:
             raise ConfigError(f"deadline_seconds: must be a positive number of seconds, got {deadline!r}")
+        if self.tls_ca is not None and (not isinstance(self.tls_ca, str) or not self.tls_ca.strip()):
+            raise ConfigError(f"tls_ca: must be the path of a PEM file of CA certificates, got {self.tls_ca!r}")
+
+    def family_credentials(self) -> grpc.ChannelCredentials | None:
+        """TLS credentials trusting `tls_ca` for the families' channels; None
+        for plaintext. Read when the gateway starts: an unreadable file stops it."""
+        if self.tls_ca is None:
+            return None
+        try:
+            certificates = Path(self.tls_ca).read_bytes()
+        except OSError as error:
+            raise ConfigError(f"tls_ca: cannot read {self.tls_ca}: {error.strerror}") from None
+        return grpc.ssl_channel_credentials(root_certificates=certificates)
 
     def address_for(self, family: str, language: str) -> str | None:
         """Where `family` is served for target `language` (ISO 639-3); None
@@ -113,18 +132,24 @@ def _check_count(name: str, value) -> None:
         raise ConfigError(f"{name}: must be a whole number of at least 1, got {value!r}")
 
 
-def load_config(path: str | Path) -> GatewayConfig:
-    """The gateway config in YAML file `path`; a ConfigError names the file,
-    then the field or the line that is wrong."""
+def read_yaml(path: str | Path):
+    """The YAML document in file `path` (None when empty); a ConfigError
+    names the file and, for malformed YAML, the line and column."""
     try:
         with open(path, encoding="utf-8") as handle:
-            data = yaml.safe_load(handle)
+            return yaml.safe_load(handle)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error.strerror}") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{path}: malformed YAML{where}: {getattr(error, 'problem', None) or error}") from None
+
+
+def load_config(path: str | Path) -> GatewayConfig:
+    """The gateway config in YAML file `path`; a ConfigError names the file,
+    then the field or the line that is wrong."""
+    data = read_yaml(path)
     if data is None:
         data = {}
     known = [setting.name for setting in fields(GatewayConfig)]

@@ -140,6 +140,9 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
         warnings.append(coverage_warning)
     difficulty_counts = Counter(tier for tier in tally.difficulties if tier is not None)
     warnings.extend(size_warnings(tally.total, tally.domains, difficulty_counts))
+    overlap_warning = intake.contamination.warning()
+    if overlap_warning:
+        warnings.append(overlap_warning)
 
     meta = intake.header.meta
     totals = compute_totals(tally.usage, warnings)
@@ -187,6 +190,8 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
         "quality_tier_basis": QUALITY_TIER_BASIS,
         "bootstrap": {"method": "percentile", "resamples": resamples, "alpha": ALPHA, "seed": seed},
         "warnings": warnings,
+        # submissions_with_fingerprint is added when the run is stored.
+        "integrity": intake.contamination.integrity(),
         "entries": [],
     }
     return card, composite

@@ -54,11 +54,16 @@ CHANNEL_OPTIONS = [
 class FamilyClient:
     """One family's channel and stub; created once per gateway process."""
 
-    def __init__(self, name: str, address: str, deadline_seconds: float):
+    def __init__(self, name: str, address: str, deadline_seconds: float,
+                 credentials: grpc.ChannelCredentials | None = None):
+        """Over TLS with `credentials` (GatewayConfig.family_credentials), else plaintext."""
         self.name = name
         self.address = address
         self.deadline_seconds = deadline_seconds
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        if credentials is not None:
+            self._channel = grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         self._stub = family_pb2_grpc.FamilyStub(self._channel)
 
     async def score_batch(self, request: family_pb2.ScoreBatchRequest) -> family_pb2.ScoreBatchResponse:

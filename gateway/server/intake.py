@@ -19,6 +19,7 @@ from typing import AsyncIterator
 from champollion.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
 from gateway.card.breakdowns import provenance_key
+from gateway.card.contamination import Coaching, ContaminationCheck
 from gateway.card.costs import EntryUsage, Pricing, UsageTally
 from gateway.card.usage import UsageReading
 from gateway.server.spill import RunSpill
@@ -54,6 +55,10 @@ def pricing_of(meta: gateway_pb2.RunMeta) -> Pricing | None:
         completion_per_1m=pricing.completion_per_1m,
         cached_per_1m=pricing.cached_per_1m if pricing.HasField("cached_per_1m") else None,
     )
+
+
+def coaching_of(meta: gateway_pb2.RunMeta) -> list[Coaching]:
+    return [item.text if item.HasField("text") else (item.source, item.target) for item in meta.coaching_data]
 
 
 def _entry_usage(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None,
@@ -106,6 +111,10 @@ class RunIntake:
         del self.header.corpus.entries[:]
         del self.header.predictions[:]
         self.tally = RunTally(usage=UsageTally(pricing_of(first_part.meta)))
+        meta = first_part.meta
+        self.contamination = ContaminationCheck.of(
+            meta.prompt if meta.HasField("prompt") else None, coaching_of(meta)
+        )
         self._first_part = first_part
         self._spill = spill
         # Predictions that came before their entry's part: id -> (index, a
@@ -228,6 +237,7 @@ class RunIntake:
         batch_entry = _batch_entry(entry, prediction)
         difficulty = entry.difficulty if entry.HasField("difficulty") else None
         self._spill.add_entry(self.tally.total, entry.id, entry.reference, difficulty, _error_of(prediction))
+        self.contamination.add(entry.id, entry.source, entry.reference)
         tally = self.tally
         tally.total += 1
         tally.failed += batch_entry.failed

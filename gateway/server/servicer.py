@@ -1,5 +1,6 @@
 """gRPC glue for the gateway: Evaluate, EvaluateStream, EvaluateUpload,
-Compare, Describe, and the stored runs' ListRuns, GetRun, Leaderboard."""
+Compare, Describe, the stored runs' ListRuns, GetRun, Leaderboard, and
+the registered corpora's RegisterCorpus, ListCorpora, SetCorpusTier, GetSources."""
 from __future__ import annotations
 
 import asyncio
@@ -15,15 +16,19 @@ from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_c
 from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.compare import ComparableRun, CompareRefused, compare_runs
 from gateway.card.metrics import FAMILIES
+from gateway.card.redaction import tier_of
 from gateway.card.run_card import dict_to_message, run_card_to_proto
+from gateway.server import corpora
+from gateway.server.auth import caller_role, require_for_tier
 from gateway.server.config import GatewayConfig
 from gateway.server.evaluation import ScoredRun, evaluate
 from gateway.server.fanout import FamilyClient
 from gateway.server.intake import RunIntake
+from gateway.server.registered import CorpusRefused, answer_view, registered_run, stored_view
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
 from gateway.server.validation import InvalidRun
-from gateway.store import InvalidQuery, RunStore, StoreError, UnknownRun
+from gateway.store import CorpusConflict, InvalidQuery, RunStore, StoreError, UnknownCorpus, UnknownRun
 
 log = structlog.get_logger()
 Result = TypeVar("Result")
@@ -48,12 +53,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # (family, address) -> client; channels are created lazily, inside the
         # server's event loop, and reused by every run.
         self._clients: dict[tuple[str, str], FamilyClient] = {}
+        self._family_credentials = config.family_credentials()  # None: plaintext
         self.store = GatewayStore(config.store) if config.store else None
 
     def _client(self, family: str, address: str) -> FamilyClient:
         key = (family, address)
         if key not in self._clients:
-            self._clients[key] = FamilyClient(family, address, self.config.deadline_seconds)
+            self._clients[key] = FamilyClient(family, address, self.config.deadline_seconds,
+                                              self._family_credentials)
         return self._clients[key]
 
     def clients_for(self, language: str) -> tuple[dict[str, FamilyClient], dict[str, str]]:
@@ -78,15 +85,24 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         """Validates and scores a run; aborts the call with INVALID_ARGUMENT
         naming the field and entry on bad input, INTERNAL on a bug."""
         started = time.perf_counter()
+        registered = None
         try:
+            # A run on a registered corpus: the stored entries with the client's predictions.
+            registered = await registered_run(first_part, later_parts, self.store, caller_role(context))
+            if registered is not None:
+                first_part, later_parts = registered.header, registered.parts
             intake = RunIntake(first_part, self.cards, spill)
             clients, unrouted = self.clients_for(intake.run.target.code)
             scored = await evaluate(intake, later_parts, self.config, clients, unrouted, spill, on_progress)
         except InvalidRun as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except CorpusRefused as error:
+            await context.abort(error.code, str(error))
         except Exception as error:  # a bug, not bad input: say so, keep serving
             log.exception("evaluate_failed", family="gateway")
             await context.abort(grpc.StatusCode.INTERNAL, f"evaluation failed: {type(error).__name__}: {error}")
+        if registered is not None:
+            registered.label(scored.card)
         # Stored before the card is sent, so that it can say how many stored
         # runs share its fingerprint.
         await record_run(self.store, scored)
@@ -113,9 +129,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Evaluate(self, request, context):
         with RunSpill() as spill:
             scored = await self._score(request, _no_more_parts(), context, spill)
-            card = await asyncio.to_thread(run_card_to_proto, scored.card)
-            async for chunk in self._entry_chunks(scored):
-                card.entries.extend(chunk)
+            view = answer_view(scored.card)
+            card = await asyncio.to_thread(run_card_to_proto, view.card)
+            if view.entries:
+                async for chunk in self._entry_chunks(scored):
+                    card.entries.extend(chunk)
         return gateway_pb2.EvaluateResponse(run_card=card)
 
     async def EvaluateStream(self, request, context):
@@ -157,9 +175,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 task.cancel()  # the client went away: stop scoring
             if changed.is_set():
                 yield latest[0]
-            yield gateway_pb2.EvaluateProgress(run_card=await asyncio.to_thread(run_card_to_proto, scored.card))
-            async for chunk in self._entry_chunks(scored):
-                yield gateway_pb2.EvaluateProgress(entries=chunk)
+            view = answer_view(scored.card)
+            yield gateway_pb2.EvaluateProgress(run_card=await asyncio.to_thread(run_card_to_proto, view.card))
+            if view.entries:
+                async for chunk in self._entry_chunks(scored):
+                    yield gateway_pb2.EvaluateProgress(entries=chunk)
 
     async def Compare(self, request, context):
         seed = request.seed if request.HasField("seed") else DEFAULT_SEED
@@ -195,8 +215,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                 "this gateway has no run store (start it with --store URL)")
         try:
             return await self.store.call(use)
-        except UnknownRun as error:
+        except (UnknownRun, UnknownCorpus) as error:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(error))
+        except CorpusConflict as error:
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(error))
         except InvalidQuery as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except StoreError as error:
@@ -210,6 +232,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def GetRun(self, request, context):
         card = await self._stored(context, lambda store: store.get_run(request.run_id))
+        # A gold corpus's runs are read by maintainers only; a holdout run
+        # is read whole by maintainers, at corpus level by anyone else.
+        await require_for_tier(context, tier_of(card), "GetRun")
+        card = stored_view(card, caller_role(context)).card
         entries = card.pop("entries")
         yield gateway_pb2.EvaluateProgress(run_card=await asyncio.to_thread(run_card_to_proto, card))
         for start in range(0, len(entries), STORED_ENTRIES_PER_MESSAGE):
@@ -219,6 +245,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def Leaderboard(self, request, context):
         if not request.dataset_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "dataset_id: required (the corpus id to rank runs of)")
+        if request.limit < 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit: must be 0 (every row) or positive")
         board = await self._stored(context, lambda store: store.leaderboard(
             request.dataset_id,
             version=request.version if request.HasField("version") else None,
@@ -226,11 +254,28 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             descending=not request.ascending,
             all_submissions=request.all_submissions,
             include_disqualified=request.include_disqualified,
+            official=request.official,
+            limit=request.limit or None,
         ))
         return gateway_pb2.LeaderboardResponse(
             dataset_id=board["dataset_id"], corpus_version=board["corpus_version"] or "", sort=board["sort"],
             rows=[as_struct(row) for row in board["rows"]],
         )
+
+    # Registered corpora: the logic is gateway/server/corpora.py's.
+
+    async def RegisterCorpus(self, request_iterator, context):
+        return await corpora.register_corpus(request_iterator, context, self.cards, self._stored)
+
+    async def ListCorpora(self, request, context):
+        return await corpora.list_corpora(context, self._stored)
+
+    async def SetCorpusTier(self, request, context):
+        return await corpora.set_corpus_tier(request, context, self._stored)
+
+    async def GetSources(self, request, context):
+        async for part in corpora.get_sources(request, context, self._stored):
+            yield part
 
     async def Describe(self, request, context):
         families = []

@@ -70,8 +70,9 @@ class GatewayStore:
 
 async def record_run(store: GatewayStore | None, scored: ScoredRun) -> None:
     """Stores the scored run (card and entries, one transaction) and fills
-    the card's `integrity.submissions_with_fingerprint`; a run that could
-    not be stored keeps null there and a warning saying why."""
+    the card's `integrity.submissions_with_fingerprint`, keeping the rest of
+    the block (the contamination check's, from the evaluation); a run that
+    could not be stored keeps null there and a warning saying why."""
     integrity = scored.card.setdefault("integrity", {"disqualified": False})
     integrity["submissions_with_fingerprint"] = None
     if store is None:

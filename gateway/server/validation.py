@@ -130,6 +130,21 @@ def _validate_meta(meta: gateway_pb2.RunMeta) -> None:
     if meta.HasField("pricing"):
         for name in ("prompt_per_1m", "completion_per_1m", "cached_per_1m"):
             _finite_non_negative(getattr(meta.pricing, name), f"meta.pricing.{name}")
+    for index, example in enumerate(meta.coaching_data):
+        _check_coaching(example, f"meta.coaching_data[{index}]")
+
+
+def _check_coaching(example: gateway_pb2.CoachingExample, path: str) -> None:
+    """A text, or a source and its target; never both kinds, nothing empty."""
+    if example.HasField("text"):
+        if example.HasField("source") or example.HasField("target"):
+            raise InvalidRun(path, "send a text, or a source and a target, not both")
+        names = ("text",)
+    else:
+        names = ("source", "target")
+    for name in names:
+        if not getattr(example, name).strip():
+            raise InvalidRun(f"{path}.{name}", "must be a non-empty string")
 
 
 def check_header(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) -> ValidatedRun:

@@ -1,8 +1,9 @@
 """The run store (spec §11): run cards in SQLite (embedded default) or
 PostgreSQL, §9.1's columns, numbered migrations, the leaderboard."""
 from gateway.store.columns import SORT_COLUMNS
-from gateway.store.errors import InvalidQuery, StoreError, UnknownRun
+from gateway.store.errors import CorpusConflict, InvalidQuery, StoreError, UnknownCorpus, UnknownRun
 from gateway.store.location import default_store_url
 from gateway.store.store import RunStore
 
-__all__ = ["SORT_COLUMNS", "InvalidQuery", "RunStore", "StoreError", "UnknownRun", "default_store_url"]
+__all__ = ["SORT_COLUMNS", "CorpusConflict", "InvalidQuery", "RunStore", "StoreError", "UnknownCorpus", "UnknownRun",
+           "default_store_url"]

@@ -21,3 +21,21 @@ class UnknownRun(LookupError):
 
 class InvalidQuery(ValueError):
     """A query the store cannot answer, e.g. an unknown sort column."""
+
+
+class UnknownCorpus(LookupError):
+    """No registered corpus has this id (or this version of it)."""
+
+    def __init__(self, corpus_id: str, version: str | None = None):
+        what = f"corpus {corpus_id!r}" if version is None else f"corpus {corpus_id!r} version {version!r}"
+        super().__init__(f"no registered {what}")
+        self.corpus_id = corpus_id
+        self.version = version
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class CorpusConflict(ValueError):
+    """A corpus id registered again with other content (seed 001 §8.1): the
+    message names the id, its registered versions and what differs."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, and_, case, func, select, true
 
 from gateway.store.columns import SORT_COLUMNS, SPEC_COLUMNS
+from gateway.store.corpora import OFFICIAL_TIERS
 from gateway.store.errors import InvalidQuery
 from gateway.store.rows import coverage_metrics, utc
 from gateway.store.tables import runs
@@ -23,10 +24,10 @@ def check_sort(sort: str) -> None:
         raise InvalidQuery(f"unknown sort column {sort!r}; valid columns: {', '.join(SORT_COLUMNS)}")
 
 
-def latest_version(connection: Connection, dataset_id: str) -> str | None:
-    """The corpus version whose first run is the newest."""
+def latest_version(connection: Connection, dataset_id: str, in_scope=true()) -> str | None:
+    """The corpus version whose first run (among those `in_scope`) is the newest."""
     first_seen = func.min(runs.c.created_at)
-    query = (select(runs.c.corpus_version).where(runs.c.dataset_id == dataset_id)
+    query = (select(runs.c.corpus_version).where(runs.c.dataset_id == dataset_id, in_scope)
              .group_by(runs.c.corpus_version).order_by(first_seen.desc(), runs.c.corpus_version).limit(1))
     return connection.scalar(query)
 
@@ -68,13 +69,16 @@ def _not_comparable_reason(row, majority) -> str:
 
 
 def leaderboard(connection: Connection, dataset_id: str, version: str | None, sort: str, descending: bool,
-                all_submissions: bool, include_disqualified: bool, limit: int | None) -> dict:
+                all_submissions: bool, include_disqualified: bool, limit: int | None, official: bool = False) -> dict:
     check_sort(sort)
-    version = version or latest_version(connection, dataset_id)
+    # The official board (seed 001 §5.2): runs scored against a registered
+    # holdout or gold corpus only; dev and unregistered corpora never appear.
+    in_scope = runs.c.corpus_tier.in_(OFFICIAL_TIERS) if official else true()
+    version = version or latest_version(connection, dataset_id, in_scope)
     board = {"dataset_id": dataset_id, "corpus_version": version, "sort": sort, "descending": descending, "rows": []}
     if version is None:
         return board
-    in_version = and_(runs.c.dataset_id == dataset_id, runs.c.corpus_version == version)
+    in_version = and_(runs.c.dataset_id == dataset_id, runs.c.corpus_version == version, in_scope)
     majority = _majority_coverage(connection, in_version)
     comparable = true() if majority is None else and_(
         runs.c.profile.is_not_distinct_from(majority[0]), runs.c.composite_metrics == majority[1])

@@ -39,6 +39,8 @@ def run_row(card: dict, created_at: datetime, submission: int) -> dict:
         disqualified=bool((card.get("integrity") or {}).get("disqualified")),
         submission=submission,
         run_card=card,
+        # Set when the run was scored against a registered corpus (its tier then).
+        corpus_tier=card["dataset"].get("tier"),
     )
     return row
 

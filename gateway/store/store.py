@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from sqlalchemy import Connection, func, insert, select, text
 
+from gateway.store import corpora as registered
 from gateway.store import leaderboard as board
 from gateway.store.errors import UnknownRun
 from gateway.store.location import database_errors, open_engine, parse_store_url
@@ -99,16 +100,26 @@ class RunStore:
         return self._entry_batches(run_id, batch)
 
     def _entry_batches(self, run_id: str, batch: int) -> Iterator[list[dict]]:
+        def fetch(connection: Connection, position: int) -> list[tuple[int, dict]]:
+            rows = connection.execute(
+                select(run_entries).where(run_entries.c.run_id == run_id, run_entries.c.position >= position)
+                .order_by(run_entries.c.position).limit(batch)).all()
+            return [(row.position, entry_from_row(row)) for row in rows]
+
+        return self._in_batches(fetch)
+
+    def _in_batches(self, fetch: Callable[[Connection, int], list[tuple[int, dict]]]) -> Iterator[list[dict]]:
+        """Items a batch at a time: `fetch(connection, position)` gives the
+        next batch's (position, item) pairs from `position` on, one short
+        query per batch, so a slow reader never holds a connection."""
         position = 0
         while True:
             with self._connection() as connection:
-                rows = connection.execute(
-                    select(run_entries).where(run_entries.c.run_id == run_id, run_entries.c.position >= position)
-                    .order_by(run_entries.c.position).limit(batch)).all()
-            if not rows:
+                found = fetch(connection, position)
+            if not found:
                 return
-            yield [entry_from_row(row) for row in rows]
-            position = rows[-1].position + 1
+            yield [item for _, item in found]
+            position = found[-1][0] + 1
 
     def list_runs(self, dataset_id: str | None = None, model_slug: str | None = None,
                   limit: int | None = None) -> list[dict]:
@@ -126,12 +137,53 @@ class RunStore:
 
     def leaderboard(self, dataset_id: str, version: str | None = None, sort: str = "composite_score",
                     descending: bool = True, all_submissions: bool = False, include_disqualified: bool = False,
-                    limit: int | None = None) -> dict:
+                    limit: int | None = None, official: bool = False) -> dict:
         """Runs of one corpus version (the latest by default) ranked by
-        `sort` (one of SORT_COLUMNS); see leaderboard.py for the rules."""
+        `sort` (one of SORT_COLUMNS); official: only runs scored against a
+        registered holdout or gold corpus. See leaderboard.py for the rules."""
         with self._connection() as connection:
             return board.leaderboard(connection, dataset_id, version, sort, descending,
-                                     all_submissions, include_disqualified, limit)
+                                     all_submissions, include_disqualified, limit, official)
+
+    # Registered corpora (corpora.py; seed 001 §5, §8.1).
+
+    def register_corpus(self, corpus: dict, tier: str, new_version: bool = False) -> dict:
+        """Registers `corpus` ({id, source_lang, target_lang, entries}) in one
+        transaction: {id, version, number, tier, entries, created, ...}. The
+        same content again gives its registered version (created False, tier
+        unchanged); other content under the id is a CorpusConflict unless
+        `new_version`, which records it as the next number."""
+        with self._connection(write=True) as connection:
+            return registered.register(connection, corpus, tier, new_version, datetime.now(timezone.utc))
+
+    def list_corpora(self) -> list[dict]:
+        """Every registered version with its tier and tier history."""
+        with self._connection() as connection:
+            return registered.list_all(connection)
+
+    def corpus_info(self, corpus_id: str, version: str | None = None) -> dict:
+        """One version: the latest by default; `version` is its hash, a unique
+        hash prefix of 8 or more characters, or its number."""
+        with self._connection() as connection:
+            return registered.info(connection, registered.resolve(connection, corpus_id, version))
+
+    def corpus_entries(self, corpus_id: str, version: str | None, batch: int = 2000) -> Iterator[list[dict]]:
+        """The version's whole entries (references included: server side
+        only) in registration order, a batch at a time."""
+        with self._connection() as connection:
+            row = registered.resolve(connection, corpus_id, version)
+        return self._in_batches(lambda connection, position: registered.entries_from(connection, row, position, batch))
+
+    def set_corpus_tier(self, corpus_id: str, version: str | None, tier: str) -> dict:
+        """Rotation (seed 001 §5.3): moves a version (the latest by default)
+        to `tier`, its history kept; returns its corpus_info."""
+        with self._connection(write=True) as connection:
+            return registered.set_tier(connection, corpus_id, version, tier, datetime.now(timezone.utc))
+
+    def entry_fingerprints(self, corpus_id: str, version: str | None) -> dict[str, str]:
+        """Entry id -> content-derived fingerprint, in registration order."""
+        with self._connection() as connection:
+            return registered.fingerprints(connection, registered.resolve(connection, corpus_id, version))
 
     def comparable_stats(self, run_id: str) -> tuple[dict, list[tuple[str, dict]]]:
         """What compare needs: the card without entries and each entry's

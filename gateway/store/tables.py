@@ -11,11 +11,13 @@ from sqlalchemy import (
     Column,
     DateTime,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
     Table,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -64,6 +66,9 @@ runs = Table(
     Column("submission", Integer, nullable=False),
     # The card without its entries: they are rows of run_entries.
     Column("run_card", JSON_DOCUMENT, nullable=False),
+    # Secrecy tier of the registered corpus the run was scored against, when
+    # it was (migration 0002): only holdout and gold runs are official.
+    Column("corpus_tier", Text),
 )
 
 run_entries = Table(
@@ -79,3 +84,52 @@ run_entries = Table(
 
 for _name, _columns in INDEXES.items():
     Index(_name, *(runs.c[c] for c in _columns))
+
+# Registered corpora (migration 0002, seed 001 §5, §8.1): every version kept
+# under its content hash and its number per corpus id.
+corpora = Table(
+    "corpora", metadata,
+    Column("corpus_id", Text, primary_key=True),
+    Column("version", Text, primary_key=True),  # gateway/card/identity.py corpus_version
+    Column("number", Integer, nullable=False),  # 1, 2, ... per corpus id, in registration order
+    Column("source_lang", Text, nullable=False),
+    Column("target_lang", Text, nullable=False),
+    Column("entries", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("corpus_id", "number", name="uq_corpora_number"),
+)
+
+corpus_entries = Table(
+    "corpus_entries", metadata,
+    Column("corpus_id", Text, primary_key=True),
+    Column("version", Text, primary_key=True),
+    Column("position", Integer, primary_key=True),  # registration order
+    Column("entry_id", Text, nullable=False),
+    Column("fingerprint", Text, nullable=False),  # identity.entry_fingerprint
+    # The whole entry: references, variants, morphology, terms. Never sent to a submitter.
+    Column("entry", JSON_DOCUMENT, nullable=False),
+    ForeignKeyConstraint(["corpus_id", "version"], ["corpora.corpus_id", "corpora.version"], ondelete="CASCADE",
+                         name="fk_corpus_entries_corpus"),
+)
+
+# One row per tier a corpus version has had (rotation, seed 001 §5.3); the
+# highest step is its tier now.
+corpus_tiers = Table(
+    "corpus_tiers", metadata,
+    Column("corpus_id", Text, primary_key=True),
+    Column("version", Text, primary_key=True),
+    Column("step", Integer, primary_key=True),  # 0 at registration, then 1, 2, ...
+    Column("tier", Text, nullable=False),
+    Column("since", DateTime(timezone=True), nullable=False),
+    ForeignKeyConstraint(["corpus_id", "version"], ["corpora.corpus_id", "corpora.version"], ondelete="CASCADE",
+                         name="fk_corpus_tiers_corpus"),
+)
+
+# Index name -> (table, columns) of the corpus tables: an entry by id within
+# a version (unique), an entry found by its fingerprint in any corpus.
+CORPUS_INDEXES: dict[str, tuple[Table, tuple[str, ...], bool]] = {
+    "idx_corpus_entry_id": (corpus_entries, ("corpus_id", "version", "entry_id"), True),
+    "idx_corpus_entry_fingerprint": (corpus_entries, ("fingerprint",), False),
+}
+for _name, (_table, _columns, _unique) in CORPUS_INDEXES.items():
+    Index(_name, *(_table.c[c] for c in _columns), unique=_unique)

@@ -1,0 +1,85 @@
+"""The corpus-level form of a run card scored against a secret registered
+corpus (seed 001 §5.2, §8.1: on holdout and gold corpora references are
+never exposed). It keeps the corpus-level scores, intervals and breakdowns
+and leaves out everything that could carry or reveal a reference: the
+per-entry results (values, verdicts, rejected words, statistics) and the
+families' own messages, which may quote text. Who gets which form is
+decided in gateway/server/registered.py."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from gateway.card.contamination import OVERLAP_WARNING_PREFIX
+from gateway.card.metrics import FAMILIES
+
+# Seed 001 §5.2: holdout keeps its references private, gold everything.
+SECRET_TIERS = ("holdout", "gold")
+
+# A family's message as the merge passes it on ("structural: ...").
+_FAMILY_MESSAGE = re.compile(rf"^({'|'.join(FAMILIES)}): ")
+# A failed family as the evaluation reports it; the reason in parentheses
+# is the family's error text.
+_FAMILY_FAILURE = re.compile(rf"^family '({'|'.join(FAMILIES)})' failed \(.*\): ([^()]*)$", re.DOTALL)
+
+
+def tier_of(card: dict) -> str | None:
+    """The secrecy tier of the registered corpus the run was scored
+    against; None for a corpus the client sent."""
+    return (card.get("dataset") or {}).get("tier")
+
+
+def is_secret(card: dict) -> bool:
+    return tier_of(card) in SECRET_TIERS
+
+
+def withheld_notice(tier: str) -> str:
+    return (f"per-entry results withheld: the corpus is {tier} (seed 001 §5.2: its references are never "
+            "exposed); this card has corpus-level scores, intervals and breakdowns only")
+
+
+def _corpus_level_warnings(warnings: list[str]) -> list[str]:
+    """The gateway's own warnings as they are (counts, metric ids, domain
+    names); a family's messages counted, not quoted; a family's failure
+    without its error text."""
+    kept, withheld = [], Counter()
+    for warning in warnings:
+        failure = _FAMILY_FAILURE.match(warning)
+        message = _FAMILY_MESSAGE.match(warning)
+        if failure:
+            kept.append(f"family {failure.group(1)!r} failed (reason withheld): {failure.group(2)}")
+        elif message:
+            withheld[message.group(1)] += 1
+        else:
+            kept.append(warning)
+    for family, count in withheld.items():
+        kept.append(f"{family}: {count} message{'s' if count > 1 else ''} withheld (a family's messages may "
+                    "quote corpus text; the stored run card keeps them)")
+    return kept
+
+
+def _corpus_level_integrity(integrity: dict | None) -> dict | None:
+    """The verdict and the submission count, without what the check found:
+    which entries a prompt contains, or how much of the references' n-grams,
+    would answer a submitter's guesses about the references."""
+    if integrity is None:
+        return None
+    withheld = {"disqualified": integrity.get("disqualified", False),
+                "submissions_with_fingerprint": integrity.get("submissions_with_fingerprint")}
+    if withheld["disqualified"]:
+        withheld["reasons"] = ["meta.prompt or meta.coaching_data contains evaluation items verbatim "
+                               "(which ones is withheld on a secret corpus)"]
+    return withheld
+
+
+def corpus_level(card: dict) -> dict:
+    """A copy of `card` (run-level blocks; its entries, if any, are dropped)
+    with nothing per entry, no family message quoted and no contamination
+    detail."""
+    redacted = {key: value for key, value in card.items() if key != "entries"}
+    warnings = [warning for warning in card.get("warnings") or [] if not warning.startswith(OVERLAP_WARNING_PREFIX)]
+    redacted["warnings"] = [withheld_notice(tier_of(card)), *_corpus_level_warnings(warnings)]
+    if "integrity" in card:
+        redacted["integrity"] = _corpus_level_integrity(card["integrity"])
+    redacted["entries"] = []
+    return redacted

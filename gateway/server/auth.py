@@ -1,0 +1,201 @@
+"""Access control on the gateway: who may call which RPC.
+
+Every gateway server has the `AccessControl` interceptor. With a tokens
+file (`serve --auth FILE`, gateway/server/tokens.py) each call must carry
+`authorization: Bearer <token>` metadata naming a configured token
+(UNAUTHENTICATED otherwise) whose role is enough for the RPC by `RPC_ROLES`
+(PERMISSION_DENIED otherwise). Without one the gateway is open (every caller
+a maintainer), which `serve` allows on loopback only. Health checks and
+reflection stay open either way, for probes.
+
+Handlers ask `caller_role(context)` for finer rules (a gold corpus's
+sources, a private reference), or `await require(context, role)`.
+"""
+from __future__ import annotations
+
+import inspect
+from contextlib import aclosing
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import grpc
+import structlog
+
+from champollion.eval.v1 import gateway_pb2
+from gateway.server.tokens import ROLES, TokenFile
+
+log = structlog.get_logger()
+
+__all__ = ["ROLES", "RPC_ROLES", "AccessControl", "caller_role", "require", "require_for_tier"]
+
+GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
+# Services any caller may use without a token.
+OPEN_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
+SUBMITTER, MAINTAINER = ROLES
+
+# The one table of who may call what: the least role each Gateway RPC needs.
+# An RPC not listed needs a maintainer. Finer rules (gold corpora, private
+# references) are the handlers', through caller_role / require.
+RPC_ROLES = {
+    "Evaluate": SUBMITTER,
+    "EvaluateStream": SUBMITTER,
+    "EvaluateUpload": SUBMITTER,
+    "Compare": SUBMITTER,
+    "CompareUpload": SUBMITTER,
+    "Describe": SUBMITTER,
+    "ListRuns": SUBMITTER,
+    "GetRun": SUBMITTER,
+    "Leaderboard": SUBMITTER,
+    "ListCorpora": SUBMITTER,
+    "GetSources": SUBMITTER,  # dev and holdout; gold sources need a maintainer
+    "RegisterCorpus": MAINTAINER,
+    "SetCorpusTier": MAINTAINER,
+}
+
+# Corpus tiers (seed 001 §5.2) only maintainers may run or read: the gold
+# set is fully private. dev and holdout sources are open to submitters.
+MAINTAINER_TIERS = ("gold",)
+
+MISSING = ("missing token: send gRPC metadata 'authorization: Bearer <token>' "
+           "(champollion: --token or CHAMPOLLION_TOKEN)")
+MALFORMED = "malformed authorization header: expected exactly one 'authorization: Bearer <token>'"
+UNKNOWN = "unknown token: not in this gateway's tokens file (revoked, mistyped, or for another gateway)"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the token's name (None on an open gateway), its
+    role, and the RPC called."""
+    name: str | None
+    role: str
+    rpc: str
+
+
+# Set for the handler's task by the interceptor; unset outside a call.
+_CALLER: ContextVar[Caller] = ContextVar("champollion_caller")
+
+
+def allows(role: str, needed: str) -> bool:
+    return ROLES.index(role) >= ROLES.index(needed)
+
+
+def role_for(method: str) -> str | None:
+    """The least role full method name `method` needs; None when it is open."""
+    service, _, rpc = method.lstrip("/").rpartition("/")
+    if service in OPEN_SERVICES:
+        return None
+    if service == GATEWAY_SERVICE:
+        return RPC_ROLES.get(rpc, MAINTAINER)
+    return MAINTAINER
+
+
+def caller_role(context) -> str:
+    """The role the interceptor established for this call ("maintainer" on
+    a gateway without --auth). Outside a call through the interceptor, the
+    least role: nothing private leaks by mistake."""
+    caller = _CALLER.get(None)
+    return caller.role if caller else SUBMITTER
+
+
+async def require(context, role: str, action: str | None = None) -> None:
+    """Aborts the call with PERMISSION_DENIED unless the caller has `role`;
+    the message names `action` (default: the RPC) and the role needed."""
+    caller = _CALLER.get(None) or Caller(None, SUBMITTER, "this call")
+    if allows(caller.role, role):
+        return
+    await context.abort(grpc.StatusCode.PERMISSION_DENIED, _denied(action or caller.rpc, role, caller))
+
+
+def may_use_tier(role: str, corpus_tier: str | None) -> bool:
+    """Whether `role` may run or read a corpus of `corpus_tier` (seed 001
+    §5.2: a gold corpus is fully private, maintainers only)."""
+    return corpus_tier not in MAINTAINER_TIERS or allows(role, MAINTAINER)
+
+
+async def require_for_tier(context, corpus_tier: str | None, action: str) -> None:
+    """Aborts with PERMISSION_DENIED when `action` on a corpus of
+    `corpus_tier` needs a role the caller lacks (a gold corpus: maintainer)."""
+    if not may_use_tier(caller_role(context), corpus_tier):
+        await require(context, MAINTAINER, f"{action} on a {corpus_tier} corpus")
+
+
+def _denied(action: str, needed: str, caller: Caller) -> str:
+    log.info("permission_denied", family="gateway", rpc=caller.rpc, action=action, token=caller.name,
+             role=caller.role)
+    return f"{action}: needs the {needed} role; token {caller.name!r} has the {caller.role} role"
+
+
+class AccessControl(grpc.aio.ServerInterceptor):
+    """Authenticates each call by its bearer token (none asked for when
+    `tokens` is None: an open gateway) and checks its role."""
+
+    def __init__(self, tokens: TokenFile | None):
+        self.tokens = tokens
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        method = handler_call_details.method
+        needed = role_for(method)
+        if handler is None or needed is None:
+            return handler
+        rpc = method.rpartition("/")[2]
+        if self.tokens is None:
+            caller = Caller(None, MAINTAINER, rpc)
+        else:
+            caller, problem = self._authenticate(handler_call_details.invocation_metadata or (), rpc)
+            if caller is None:
+                log.info("unauthenticated", family="gateway", rpc=rpc, reason=problem.partition(":")[0])
+                return _refusing(handler, grpc.StatusCode.UNAUTHENTICATED, problem)
+        if not allows(caller.role, needed):
+            return _refusing(handler, grpc.StatusCode.PERMISSION_DENIED, _denied(rpc, needed, caller))
+        return _as_caller(handler, caller)
+
+    def _authenticate(self, metadata, rpc: str) -> tuple[Caller | None, str]:
+        """The caller named by the bearer token in `metadata`, or None and
+        why not (missing, malformed, unknown); the token itself is never logged."""
+        values = [value for key, value in metadata if key == "authorization"]
+        if not values:
+            return None, MISSING
+        scheme, _, token = values[0].partition(" ") if isinstance(values[0], str) else ("", "", "")
+        if len(values) > 1 or scheme.lower() != "bearer" or not token or any(c.isspace() for c in token):
+            return None, MALFORMED
+        found = self.tokens.find(token)
+        if found is None:
+            return None, UNKNOWN
+        log.debug("authenticated", family="gateway", rpc=rpc, token=found.name, role=found.role)
+        return Caller(found.name, found.role, rpc), ""
+
+
+def _behavior_field(handler: grpc.RpcMethodHandler) -> str:
+    """The name of the handler's behavior: unary_unary, unary_stream, ..."""
+    return f"{'stream' if handler.request_streaming else 'unary'}_{'stream' if handler.response_streaming else 'unary'}"
+
+
+def _refusing(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
+    """`handler` with its behavior replaced by a refusal."""
+    async def refuse(request, context):
+        await context.abort(code, message)
+
+    return handler._replace(**{_behavior_field(handler): refuse})
+
+
+def _as_caller(handler: grpc.RpcMethodHandler, caller: Caller) -> grpc.RpcMethodHandler:
+    """`handler` run with `caller` set for caller_role / require. The
+    variable is set inside the call's own task, which is where the handler
+    (and every task or thread it starts, which copy the context) runs."""
+    field = _behavior_field(handler)
+    behavior = getattr(handler, field)
+    if inspect.isasyncgenfunction(behavior):
+        async def wrapped(request, context):
+            _CALLER.set(caller)
+            # Closed when the call ends early, so the handler's clean-up runs then.
+            async with aclosing(behavior(request, context)) as responses:
+                async for response in responses:
+                    yield response
+    elif inspect.iscoroutinefunction(behavior):
+        async def wrapped(request, context):
+            _CALLER.set(caller)
+            return await behavior(request, context)
+    else:
+        raise TypeError(f"{caller.rpc}: the gateway's handlers are coroutines or async generators")
+    return handler._replace(**{field: wrapped})

@@ -1,0 +1,158 @@
+"""The gateway's registered corpora (seed 001 §5, §8.1): RegisterCorpus,
+ListCorpora, SetCorpusTier and GetSources, called by the servicer's thin
+methods. The store (gateway/store/corpora.py) keeps the corpora; this module
+validates what arrives, and decides what of an entry may leave the gateway:
+`source_entry`, nothing else, for GetSources.
+
+`stored(context, use)` is the servicer's: it runs `use(store)` off the event
+loop and turns the store's errors into statuses (NOT_FOUND, ALREADY_EXISTS,
+INVALID_ARGUMENT, UNAVAILABLE)."""
+from __future__ import annotations
+
+from typing import AsyncIterator, Awaitable, Callable
+
+import grpc
+from google.protobuf import json_format
+
+from champollion.cards import CardRegistry
+from champollion.eval.v1 import gateway_pb2
+from gateway.server import auth
+from gateway.server.validation import InvalidRun, check_entry, check_header
+from gateway.store import RunStore
+from gateway.store.corpora import TIERS
+
+Stored = Callable[[object, Callable[[RunStore], object]], Awaitable]
+# Sources go back in messages of this many entries.
+SOURCES_PER_MESSAGE = 2000
+
+
+async def authorize(context, action: str, corpus_tier: str | None) -> None:
+    """Whether the caller may do `action` ("register_corpus", "list_corpora",
+    "set_corpus_tier", "read_sources") on a corpus of `corpus_tier`: the
+    RPC table (gateway/server/auth.py) has admitted the caller to the RPC;
+    what is left is the tier's rule, e.g. a gold corpus's sources are for
+    maintainers only (PERMISSION_DENIED otherwise)."""
+    await auth.require_for_tier(context, corpus_tier, action)
+
+
+async def _invalid(context, message: str) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+async def _check_tier(context, tier: str) -> None:
+    if tier not in TIERS:
+        await _invalid(context, f"tier: unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
+
+
+async def _require_corpus_id(context, corpus_id: str) -> None:
+    if not corpus_id:
+        await _invalid(context, "corpus_id: is required")
+
+
+def info_message(info: dict) -> gateway_pb2.CorpusInfo:
+    """A store's corpus_info as the RPCs send it."""
+    fields = {key: value for key, value in info.items() if key != "history"}
+    message = gateway_pb2.CorpusInfo(**fields)
+    message.history.extend(gateway_pb2.TierSpan(**span) for span in info["history"])
+    return message
+
+
+def entry_dict(entry: gateway_pb2.CorpusEntry) -> dict:
+    """An entry as the store keeps it: the corpus file's JSON form."""
+    return json_format.MessageToDict(entry, preserving_proto_field_name=True)
+
+
+def source_entry(entry: dict) -> gateway_pb2.SourceEntry:
+    """What a method may see of an entry (seed 001 §8.1: sources only):
+    its id, source, domain and difficulty."""
+    return gateway_pb2.SourceEntry(id=entry["id"], source=entry["source"], domain=entry.get("domain", ""),
+                                   difficulty=entry.get("difficulty"))
+
+
+def _later_part_header(part: gateway_pb2.RegisterCorpusRequest) -> list[str]:
+    corpus = part.corpus
+    found = (("corpus.id", corpus.id), ("corpus.source_lang", corpus.source_lang),
+             ("corpus.target_lang", corpus.target_lang), ("tier", part.tier), ("new_version", part.new_version))
+    return [name for name, value in found if value]
+
+
+async def _entries(first: gateway_pb2.RegisterCorpusRequest, later: AsyncIterator) -> list[dict]:
+    """Every part's entries, each checked as an evaluated run's are; raises
+    InvalidRun naming the field and entry id."""
+    entries: list[dict] = []
+    seen: set[str] = set()
+
+    def take(part: gateway_pb2.RegisterCorpusRequest) -> None:
+        for entry in part.corpus.entries:
+            index = len(entries)
+            check_entry(entry, index)
+            if entry.id in seen:
+                raise InvalidRun(f"corpus.entries[{index}].id", "duplicate id", entry.id)
+            seen.add(entry.id)
+            entries.append(entry_dict(entry))
+
+    take(first)
+    async for part in later:
+        extra = _later_part_header(part)
+        if extra:
+            raise InvalidRun(extra[0], "only the first part carries the corpus header, tier and new_version")
+        take(part)
+    if not entries:
+        raise InvalidRun("corpus.entries", "a corpus needs at least one entry")
+    return entries
+
+
+async def register_corpus(parts: AsyncIterator, context, cards: CardRegistry, stored: Stored):
+    parts = parts.__aiter__()
+    try:
+        first = await parts.__anext__()
+    except StopAsyncIteration:
+        await _invalid(context, "the upload carried no part")
+    header = first.corpus
+    if not header.id:
+        await _invalid(context, "corpus.id: is required")
+    await _check_tier(context, first.tier)
+    await authorize(context, "register_corpus", first.tier)
+    try:
+        check_header(gateway_pb2.EvaluateRequest(corpus=gateway_pb2.Corpus(
+            source_lang=header.source_lang, target_lang=header.target_lang)), cards)
+        entries = await _entries(first, parts)
+    except InvalidRun as error:
+        await _invalid(context, str(error))
+    corpus = {"id": header.id, "source_lang": header.source_lang, "target_lang": header.target_lang,
+              "entries": entries}
+    info = await stored(context, lambda store: store.register_corpus(corpus, first.tier, first.new_version))
+    return info_message(info)
+
+
+async def list_corpora(context, stored: Stored) -> gateway_pb2.ListCorporaResponse:
+    await authorize(context, "list_corpora", None)
+    listed = await stored(context, lambda store: store.list_corpora())
+    return gateway_pb2.ListCorporaResponse(corpora=[info_message(info) for info in listed])
+
+
+async def set_corpus_tier(request: gateway_pb2.SetCorpusTierRequest, context, stored: Stored):
+    await _require_corpus_id(context, request.corpus_id)
+    await _check_tier(context, request.tier)
+    await authorize(context, "set_corpus_tier", request.tier)
+    info = await stored(context, lambda store: store.set_corpus_tier(
+        request.corpus_id, request.version or None, request.tier))
+    return info_message(info)
+
+
+async def get_sources(request: gateway_pb2.GetSourcesRequest, context, stored: Stored):
+    """The version's sources in parts, the first with its CorpusInfo."""
+    await _require_corpus_id(context, request.corpus_id)
+    info = await stored(context, lambda store: store.corpus_info(request.corpus_id, request.version or None))
+    await authorize(context, "read_sources", info["tier"])
+    # By its full hash: a version registered meanwhile does not change what is read.
+    batches = await stored(context, lambda store: store.corpus_entries(
+        request.corpus_id, info["version"], SOURCES_PER_MESSAGE))
+    first = True
+    while True:
+        batch = await stored(context, lambda store: next(batches, None))
+        if batch is None:
+            return
+        yield gateway_pb2.SourcesPart(corpus=info_message(info) if first else None,
+                                      entries=[source_entry(entry) for entry in batch])
+        first = False

@@ -1,0 +1,228 @@
+"""Server-side scoring against a registered corpus (seed 001 §5.2, §8.1):
+the client names the corpus (`corpus_ref`) and sends predictions only; the
+entries, references included, come from the gateway's store. And what a
+caller may see of such a run's card.
+
+The run then goes through the same intake and evaluation as a corpus the
+client sends (gateway/server/intake.py): the stored entries are turned into
+upload parts, each with its entries' predictions. The client's predictions
+are all read, and their ids checked against the registered version, before
+any part goes out, so a run against a modified corpus is never scored.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import grpc
+import structlog
+from google.protobuf import json_format
+
+from champollion.eval.v1 import gateway_pb2
+from gateway.card.redaction import corpus_level, is_secret
+from gateway.server.auth import MAINTAINER, may_use_tier
+from gateway.server.stored_runs import GatewayStore, one_line
+from gateway.server.validation import InvalidRun, check_prediction, header_fields_in
+from gateway.store import InvalidQuery, StoreError, UnknownCorpus
+
+log = structlog.get_logger()
+
+# Unknown prediction ids named in the refusal, at most.
+UNKNOWN_IDS_SHOWN = 5
+# Only maintainers may run a gold corpus (seed 001 §5.2: fully private).
+class CorpusRefused(Exception):
+    """The named corpus cannot be used: `code` is the gRPC status to answer."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class RegisteredRun:
+    """A run on a registered corpus, as the intake takes any run: `header`
+    (the first part, with the registered corpus's id and languages) and
+    `parts` (the stored entries with the client's predictions)."""
+    corpus: dict  # RunStore.corpus_info
+    header: gateway_pb2.EvaluateRequest
+    parts: AsyncIterator[gateway_pb2.EvaluateRequest]
+
+    def label(self, card: dict) -> None:
+        """Names the registered version's tier and number in the card."""
+        card["dataset"].update(tier=self.corpus["tier"], number=self.corpus["number"])
+
+
+async def _in_store(store: GatewayStore, use):
+    """`use(store)`; the store's errors as the statuses a caller gets."""
+    try:
+        return await store.call(use)
+    except UnknownCorpus as error:
+        raise CorpusRefused(grpc.StatusCode.NOT_FOUND, f"corpus_ref: {error}") from None
+    except InvalidQuery as error:
+        raise CorpusRefused(grpc.StatusCode.INVALID_ARGUMENT, f"corpus_ref.{error}") from None
+    except StoreError as error:
+        raise _store_failed(error) from None
+
+
+def _store_failed(error: StoreError) -> CorpusRefused:
+    return CorpusRefused(grpc.StatusCode.UNAVAILABLE, f"corpus_ref: the run store failed: {one_line(error)}")
+
+
+def _check_first_part(part: gateway_pb2.EvaluateRequest) -> None:
+    """A request naming a registered corpus sends no entries, and no corpus
+    header but one agreeing with the reference."""
+    if not part.corpus_ref.id:
+        raise InvalidRun("corpus_ref.id", "is required (the registered corpus to score against)")
+    if part.corpus.entries:
+        raise InvalidRun("corpus.entries", "must be empty with corpus_ref: the registered corpus's entries are used")
+    if part.corpus.id and part.corpus.id != part.corpus_ref.id:
+        raise InvalidRun("corpus.id", f"{part.corpus.id!r} is not corpus_ref.id {part.corpus_ref.id!r}; leave it empty")
+
+
+def _check_languages(part: gateway_pb2.EvaluateRequest, corpus: dict) -> None:
+    for name in ("source_lang", "target_lang"):
+        sent = getattr(part.corpus, name)
+        if sent and sent != corpus[name]:
+            raise InvalidRun(f"corpus.{name}", f"{sent!r}, but registered corpus {corpus['id']!r} has "
+                                               f"{corpus[name]!r}; leave it empty")
+
+
+def _header(first_part: gateway_pb2.EvaluateRequest, corpus: dict) -> gateway_pb2.EvaluateRequest:
+    header = gateway_pb2.EvaluateRequest()
+    header.CopyFrom(first_part)
+    header.ClearField("corpus_ref")
+    header.ClearField("predictions")
+    header.corpus.id = corpus["id"]
+    header.corpus.source_lang = corpus["source_lang"]
+    header.corpus.target_lang = corpus["target_lang"]
+    return header
+
+
+async def _predictions(first_part, later_parts) -> dict[str, tuple[int, gateway_pb2.Prediction]]:
+    """Every prediction of the upload by id, with its index (counted across
+    parts, as the client sent them), each checked on its own."""
+    found: dict[str, tuple[int, gateway_pb2.Prediction]] = {}
+    index = 0
+
+    def take(part) -> None:
+        nonlocal index
+        for prediction in part.predictions:
+            check_prediction(prediction, index)
+            if prediction.id in found:
+                raise InvalidRun(f"predictions[{index}].id", "duplicate prediction for this id", prediction.id)
+            kept = gateway_pb2.Prediction()
+            kept.CopyFrom(prediction)  # so that the part it came in is not kept alive
+            found[prediction.id] = (index, kept)
+            index += 1
+
+    take(first_part)
+    number = 1
+    async for part in later_parts:
+        number += 1
+        misplaced = header_fields_in(part) + (["corpus_ref"] if part.HasField("corpus_ref") else [])
+        if misplaced:
+            raise InvalidRun(misplaced[0], f"set in upload part {number} (counting from 1); only the first part "
+                                           "carries the run's header")
+        if part.corpus.entries:
+            raise InvalidRun("corpus.entries", f"set in upload part {number}: with corpus_ref, parts carry "
+                                               "predictions only")
+        take(part)
+    return found
+
+
+def _refuse_unknown(predictions: dict[str, tuple[int, gateway_pb2.Prediction]], ids: set[str],
+                    corpus: dict) -> None:
+    """INVALID_ARGUMENT naming the predictions (up to UNKNOWN_IDS_SHOWN)
+    whose ids the registered version has not: the client's corpus differs."""
+    unknown = sorted((index, entry_id) for entry_id, (index, _) in predictions.items() if entry_id not in ids)
+    if not unknown:
+        return
+    shown = ", ".join(repr(entry_id) for _, entry_id in unknown[:UNKNOWN_IDS_SHOWN])
+    more = f" and {len(unknown) - UNKNOWN_IDS_SHOWN} more" if len(unknown) > UNKNOWN_IDS_SHOWN else ""
+    index, entry_id = unknown[0]
+    raise InvalidRun(
+        f"predictions[{index}].id",
+        f"no entry of registered corpus {corpus['id']!r} version {corpus['number']} ({corpus['version'][:12]}) "
+        f"has this id; {len(unknown)} prediction id{'s' if len(unknown) > 1 else ''} outside it: {shown}{more}",
+        entry_id,
+    )
+
+
+def _entry_message(entry: dict) -> gateway_pb2.CorpusEntry:
+    """A stored entry (the corpus JSON's fields) as the message a client sends."""
+    return json_format.ParseDict(entry, gateway_pb2.CorpusEntry(), ignore_unknown_fields=True)
+
+
+async def _stored_parts(store: GatewayStore, corpus: dict, first_part, later_parts):
+    """The run's parts from the store, once the client's predictions have all
+    come and every id is known to the registered version."""
+    started = time.perf_counter()
+    predictions = await _predictions(first_part, later_parts)
+    # Entry id -> fingerprint: the version's ids, without reading its entries.
+    ids = await _in_store(store, lambda run_store: run_store.entry_fingerprints(corpus["id"], corpus["version"]))
+    _refuse_unknown(predictions, set(ids), corpus)
+    log.info("registered_corpus_run", family="gateway", corpus_id=corpus["id"], corpus_number=corpus["number"],
+             entries=len(ids), predictions=len(predictions),
+             duration_s=round(time.perf_counter() - started, 4))
+    batches = await _in_store(store, lambda run_store: run_store.corpus_entries(corpus["id"], corpus["version"]))
+    while True:
+        try:
+            batch = await asyncio.to_thread(next, batches, None)
+        except StoreError as error:
+            raise _store_failed(error) from None
+        if batch is None:
+            return
+        part = gateway_pb2.EvaluateRequest()
+        part.corpus.entries.extend(_entry_message(entry) for entry in batch)
+        part.predictions.extend(predictions.pop(entry["id"])[1] for entry in batch if entry["id"] in predictions)
+        yield part
+
+
+async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: AsyncIterator,
+                         store: GatewayStore | None, role: str) -> RegisteredRun | None:
+    """The run as the intake takes it when `first_part` names a registered
+    corpus (None when it does not). Raises InvalidRun on bad input and
+    CorpusRefused (NOT_FOUND, PERMISSION_DENIED, UNAVAILABLE) when the
+    corpus cannot be used by this `role`."""
+    if not first_part.HasField("corpus_ref"):
+        return None
+    _check_first_part(first_part)
+    if store is None:
+        raise CorpusRefused(grpc.StatusCode.UNAVAILABLE, "corpus_ref: this gateway has no run store, so no "
+                                                         "registered corpus (start it with --store URL)")
+    reference = first_part.corpus_ref
+    corpus = await _in_store(store, lambda run_store: run_store.corpus_info(reference.id, reference.version or None))
+    if not may_use_tier(role, corpus["tier"]):
+        raise CorpusRefused(grpc.StatusCode.PERMISSION_DENIED,
+                            f"corpus_ref: corpus {corpus['id']!r} is {corpus['tier']}: only maintainers may run it")
+    _check_languages(first_part, corpus)
+    return RegisteredRun(corpus, _header(first_part, corpus), _stored_parts(store, corpus, first_part, later_parts))
+
+
+@dataclass(frozen=True)
+class CardView:
+    """What a caller is sent of a run card: `card`, and whether its
+    per-entry results go with it."""
+    card: dict
+    entries: bool
+
+
+def _view(card: dict, full: bool) -> CardView:
+    if is_secret(card) and not full:
+        return CardView(corpus_level(card), entries=False)
+    return CardView(card, entries=True)
+
+
+def answer_view(card: dict) -> CardView:
+    """The answer to an evaluation: corpus level for a secret corpus,
+    whoever asked (it goes back to the method's platform; maintainers read
+    the whole stored card with GetRun)."""
+    return _view(card, full=False)
+
+
+def stored_view(card: dict, role: str) -> CardView:
+    """A stored run read back (GetRun): whole for maintainers, corpus level
+    for anyone else when the corpus is secret."""
+    return _view(card, full=role == MAINTAINER)

@@ -1,0 +1,111 @@
+"""API tokens of `champollion serve --auth FILE`: the YAML file that names
+them, and finding the token a caller presents.
+
+    tokens:
+      - {name: platform-ci, role: submitter, sha256: 9f86d0...}
+      - {name: alice, role: maintainer, sha256: 60303a...}
+
+Only SHA-256 hashes are kept, so the file (a Kubernetes Secret, say) gives
+away no token; `champollion token new` prints a fresh token with its line.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gateway.server.config import ConfigError, read_yaml
+
+# Least privilege first: a role may do what every role before it may.
+ROLES = ("submitter", "maintainer")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+_ENTRY_FIELDS = ("name", "role", "sha256")
+
+
+@dataclass(frozen=True)
+class Token:
+    name: str
+    role: str
+    sha256: str
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def new_token() -> str:
+    """A fresh random token (256 bits, URL-safe: fits an HTTP header as is)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_line(name: str, role: str, token: str) -> str:
+    """The tokens-file entry for `token`: one line of YAML."""
+    entry = {"name": name, "role": role, "sha256": token_hash(token)}
+    return yaml.safe_dump([entry], default_flow_style=None, sort_keys=False, width=1000).strip()
+
+
+class TokenFile:
+    """The tokens a gateway accepts."""
+
+    def __init__(self, tokens: list[Token]):
+        self.tokens = tokens
+
+    def find(self, token: str) -> Token | None:
+        """The configured token `token` is, or None. Hashes are compared in
+        constant time, and all of them, so timing tells nothing about which
+        (or how much of one) matched."""
+        presented = token_hash(token)
+        found = None
+        for candidate in self.tokens:
+            if hmac.compare_digest(presented, candidate.sha256):
+                found = candidate
+        return found
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TokenFile":
+        """The tokens file at `path`; a ConfigError names the file, then the
+        entry and field that are wrong."""
+        data = read_yaml(path)
+        try:
+            return cls(_parse(data))
+        except ConfigError as error:
+            raise ConfigError(f"{path}: {error}") from None
+
+
+def _parse(data) -> list[Token]:
+    if not isinstance(data, dict) or set(data) != {"tokens"}:
+        raise ConfigError("must be a mapping with one key, tokens: a list of {name, role, sha256}")
+    entries = data["tokens"]
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError("tokens: must be a non-empty list of {name, role, sha256}")
+    tokens, names, hashes = [], set(), set()
+    for index, entry in enumerate(entries):
+        where = f"tokens[{index}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: must be a mapping with {', '.join(_ENTRY_FIELDS)}")
+        unknown = sorted(map(str, set(entry) - set(_ENTRY_FIELDS)))
+        if unknown:
+            # A plain token pasted in by mistake would otherwise sit there unused.
+            raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(_ENTRY_FIELDS)}")
+        name, role, digest = (entry.get(key) for key in _ENTRY_FIELDS)
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"{where}.name: required, a non-empty string")
+        if name in names:
+            raise ConfigError(f"{where}.name: {name!r} is used by an earlier entry")
+        if role not in ROLES:
+            raise ConfigError(f"{where}.role: must be one of {', '.join(ROLES)}, got {role!r}")
+        if not isinstance(digest, str) or not _SHA256_HEX.fullmatch(digest.lower()):
+            # The value is not echoed: it may be a token pasted in by mistake.
+            raise ConfigError(f"{where}.sha256: must be the 64-hex-digit SHA-256 of the token "
+                              f"(`champollion token new` prints it)")
+        if digest.lower() in hashes:
+            raise ConfigError(f"{where}.sha256: the same token as an earlier entry")
+        names.add(name)
+        hashes.add(digest.lower())
+        tokens.append(Token(name, role, digest.lower()))
+    return tokens

@@ -1,0 +1,204 @@
+"""Registered corpora (seed 001 §5, §8.1; spec §11): every version of a
+corpus kept under its content hash and a number per corpus id, each entry's
+content-derived fingerprint, and the secrecy tier with its history.
+
+Queries on a connection the RunStore hands over, as leaderboard.py's."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, insert, select, text
+
+from gateway.card.identity import corpus_version, entry_fingerprint
+from gateway.store.errors import CorpusConflict, InvalidQuery, UnknownCorpus
+from gateway.store.rows import utc
+from gateway.store.tables import corpora, corpus_entries, corpus_tiers
+
+# Seed 001 §5.2: dev is public, holdout keeps its references private, gold everything.
+TIERS = ("dev", "holdout", "gold")
+# Tiers whose runs are on the official leaderboard (§5.2: never dev).
+OFFICIAL_TIERS = ("holdout", "gold")
+# A version named by its hash needs this many leading hex digits; shorter digit strings are numbers.
+MIN_VERSION_PREFIX = 8
+# Entry ids named per kind of difference in a conflict message.
+IDS_SHOWN = 5
+INSERT_BATCH = 1000
+
+
+def check_tier(tier: str) -> None:
+    if tier not in TIERS:
+        raise InvalidQuery(f"tier: unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
+
+
+def canonical_entry(entry: dict) -> dict:
+    """The entry as stored and compared: empty fields left out, since gRPC
+    does not tell an unset field from an empty one."""
+    return {key: value for key, value in entry.items() if value not in (None, "", [], {})}
+
+
+def _lock(connection: Connection, corpus_id: str) -> None:
+    """Two gateways registering one corpus id at once must not both take the
+    same version number (SQLite serialises writers already)."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"corpus:{corpus_id}"})
+
+
+def _short(version: str) -> str:
+    return version[:12]
+
+
+def _ids(ids: list[str]) -> str:
+    shown = ", ".join(ids[:IDS_SHOWN])
+    return shown + (", ..." if len(ids) > IDS_SHOWN else "")
+
+
+def _differences(connection: Connection, registered, corpus: dict, entries: list[dict]) -> list[str]:
+    """What differs between a registered version and a corpus sent: its
+    languages, and entries added, removed or changed, by id."""
+    differences = [f"{name} {corpus[name]!r} where it has {getattr(registered, name)!r}"
+                   for name in ("source_lang", "target_lang") if corpus[name] != getattr(registered, name)]
+    stored = dict(connection.execute(
+        select(corpus_entries.c.entry_id, corpus_entries.c.entry)
+        .where(corpus_entries.c.corpus_id == registered.corpus_id, corpus_entries.c.version == registered.version)
+        .order_by(corpus_entries.c.position)).all())
+    sent = {entry["id"]: entry for entry in entries}
+    for kind, ids in (("added", [i for i in sent if i not in stored]),
+                      ("removed", [i for i in stored if i not in sent]),
+                      ("changed", [i for i in sent if i in stored and sent[i] != stored[i]])):
+        if ids:
+            differences.append(f"{len(ids)} {'entry' if len(ids) == 1 else 'entries'} {kind} ({_ids(ids)})")
+    return differences
+
+
+def register(connection: Connection, corpus: dict, tier: str, new_version: bool, now: datetime) -> dict:
+    """Registers `corpus` ({id, source_lang, target_lang, entries}) with
+    `tier`; see RunStore.register_corpus."""
+    check_tier(tier)
+    corpus_id = corpus["id"]
+    entries = [canonical_entry(entry) for entry in corpus["entries"]]
+    if not entries:
+        raise InvalidQuery("corpus.entries: a corpus needs at least one entry")
+    version = corpus_version((entry["id"], entry["reference"]) for entry in entries)
+    _lock(connection, corpus_id)
+    registered = connection.execute(
+        select(corpora).where(corpora.c.corpus_id == corpus_id).order_by(corpora.c.number)).all()
+    same = next((row for row in registered if row.version == version), None)
+    if same is not None:
+        differences = _differences(connection, same, corpus, entries)
+        if differences:
+            raise CorpusConflict(
+                f"corpus {corpus_id!r} version {same.number} ({_short(version)}) is registered with the same "
+                f"ids and references but other content: {'; '.join(differences)}. Sources, variants and "
+                f"metadata do not make a new version (the version hashes ids and references): register the "
+                f"changed corpus under another id")
+        return {**info(connection, same), "created": False}
+    if registered and not new_version:
+        listed = ", ".join(f"{row.number} ({_short(row.version)})" for row in registered)
+        differences = _differences(connection, registered[-1], corpus, entries)
+        raise CorpusConflict(
+            f"corpus {corpus_id!r} is registered as version{'s' if len(registered) > 1 else ''} {listed} "
+            f"with other content than this one "
+            f"({_short(version)}): against version {registered[-1].number}, {'; '.join(differences)}. "
+            f"Register it as a new version (new_version, --new-version) to record it as version "
+            f"{registered[-1].number + 1}")
+    number = registered[-1].number + 1 if registered else 1
+    connection.execute(insert(corpora), [{
+        "corpus_id": corpus_id, "version": version, "number": number, "source_lang": corpus["source_lang"],
+        "target_lang": corpus["target_lang"], "entries": len(entries), "created_at": now}])
+    for start in range(0, len(entries), INSERT_BATCH):
+        connection.execute(insert(corpus_entries), [
+            {"corpus_id": corpus_id, "version": version, "position": position, "entry_id": entry["id"],
+             "fingerprint": entry_fingerprint(entry["source"], entry["reference"]), "entry": entry}
+            for position, entry in enumerate(entries[start:start + INSERT_BATCH], start=start)])
+    connection.execute(insert(corpus_tiers), [
+        {"corpus_id": corpus_id, "version": version, "step": 0, "tier": tier, "since": now}])
+    row = connection.execute(select(corpora).where(corpora.c.corpus_id == corpus_id,
+                                                   corpora.c.version == version)).one()
+    return {**info(connection, row), "created": True}
+
+
+def resolve(connection: Connection, corpus_id: str, version: str | None):
+    """The `corpora` row of one version: the latest number when `version` is
+    None, else by number (a short digit string), hash or unique hash prefix."""
+    query = select(corpora).where(corpora.c.corpus_id == corpus_id)
+    if version is None:
+        rows = connection.execute(query.order_by(corpora.c.number.desc()).limit(1)).all()
+    elif version.isdigit() and len(version) < MIN_VERSION_PREFIX:
+        rows = connection.execute(query.where(corpora.c.number == int(version))).all()
+    elif len(version) < MIN_VERSION_PREFIX:
+        raise InvalidQuery(f"version: {version!r} is neither a version number nor a hash prefix of at least "
+                           f"{MIN_VERSION_PREFIX} characters")
+    else:
+        rows = connection.execute(query.where(corpora.c.version.startswith(version.lower(), autoescape=True))
+                                  .limit(2)).all()
+        if len(rows) > 1:
+            raise InvalidQuery(f"version: {version!r} is the prefix of several versions of corpus {corpus_id!r}; "
+                               "give more of the hash")
+    if not rows:
+        raise UnknownCorpus(corpus_id, version)
+    return rows[0]
+
+
+def _histories(connection: Connection, corpus_id: str | None = None) -> dict[tuple[str, str], list[dict]]:
+    """(corpus id, version) -> its tiers in order, each with when it began."""
+    query = select(corpus_tiers).order_by(corpus_tiers.c.corpus_id, corpus_tiers.c.version, corpus_tiers.c.step)
+    if corpus_id is not None:
+        query = query.where(corpus_tiers.c.corpus_id == corpus_id)
+    histories: dict[tuple[str, str], list[dict]] = {}
+    for row in connection.execute(query):
+        histories.setdefault((row.corpus_id, row.version), []).append(
+            {"tier": row.tier, "since": utc(row.since).isoformat()})
+    return histories
+
+
+def _described(row, history: list[dict]) -> dict:
+    return {
+        "id": row.corpus_id, "version": row.version, "number": row.number,
+        "tier": history[-1]["tier"], "tier_since": history[-1]["since"],
+        "source_lang": row.source_lang, "target_lang": row.target_lang, "entries": row.entries,
+        "created_at": utc(row.created_at).isoformat(), "history": history,
+    }
+
+
+def info(connection: Connection, row) -> dict:
+    return _described(row, _histories(connection, row.corpus_id)[(row.corpus_id, row.version)])
+
+
+def list_all(connection: Connection) -> list[dict]:
+    """Every registered version, by corpus id and number."""
+    histories = _histories(connection)
+    rows = connection.execute(select(corpora).order_by(corpora.c.corpus_id, corpora.c.number)).all()
+    return [_described(row, histories[(row.corpus_id, row.version)]) for row in rows]
+
+
+def set_tier(connection: Connection, corpus_id: str, version: str | None, tier: str, now: datetime) -> dict:
+    """Moves a version to `tier` (rotation, seed 001 §5.3), keeping its
+    history; a version already there is left as it is."""
+    check_tier(tier)
+    _lock(connection, corpus_id)
+    row = resolve(connection, corpus_id, version)
+    last = connection.execute(
+        select(corpus_tiers.c.step, corpus_tiers.c.tier)
+        .where(corpus_tiers.c.corpus_id == row.corpus_id, corpus_tiers.c.version == row.version)
+        .order_by(corpus_tiers.c.step.desc()).limit(1)).one()
+    if last.tier != tier:
+        connection.execute(insert(corpus_tiers), [
+            {"corpus_id": row.corpus_id, "version": row.version, "step": last.step + 1, "tier": tier, "since": now}])
+    return info(connection, row)
+
+
+def entries_from(connection: Connection, row, position: int, limit: int) -> list[tuple[int, dict]]:
+    """Up to `limit` (position, entry) of a version from `position` on."""
+    found = connection.execute(
+        select(corpus_entries.c.position, corpus_entries.c.entry)
+        .where(corpus_entries.c.corpus_id == row.corpus_id, corpus_entries.c.version == row.version,
+               corpus_entries.c.position >= position)
+        .order_by(corpus_entries.c.position).limit(limit)).all()
+    return [(found_row.position, found_row.entry) for found_row in found]
+
+
+def fingerprints(connection: Connection, row) -> dict[str, str]:
+    return dict(connection.execute(
+        select(corpus_entries.c.entry_id, corpus_entries.c.fingerprint)
+        .where(corpus_entries.c.corpus_id == row.corpus_id, corpus_entries.c.version == row.version)
+        .order_by(corpus_entries.c.position)).all())
