@@ -75,6 +75,7 @@ bench: install
 	$(BIN)/python bench/bootstrap.py
 	$(BIN)/python bench/fst_lookup.py
 	$(BIN)/python bench/leaderboard.py
+	$(BIN)/python bench/load.py
 
 clean:
 	rm -rf $(VENV) champollion/eval build *.egg-info

@@ -51,3 +51,30 @@ def paired_runs(size: int) -> tuple[list[dict], list[dict], list[dict]]:
             if len(entries) == size:
                 return entries, run_a, run_b
     return entries, run_a, run_b
+
+
+# --- human judgments (bench/validity.py) ----------------------------------------
+
+# Expert MQM scores (Freitag et al. 2021) per segment, for 8 MT systems and the
+# references: already negated (0 best, lower worse), "None" where a segment
+# was not judged (475 of 1002 lines).
+MQM_SCORES = DATA / "mqm_newstest2021_ende.avg_seg_scores.tsv"
+# Names of the MQM file where they differ from the hypothesis files'.
+_MQM_NAMES = {"NVIDIA-NeMo": "Nemo"}
+
+
+def mqm_name(system: str) -> str:
+    """A hypothesis file's system name (or a reference's letter: 'A') as the
+    MQM file writes it."""
+    return f"ref-{system}" if len(system) == 1 else _MQM_NAMES.get(system, system)
+
+
+def mqm_systems() -> list[str]:
+    """The MT systems (hypothesis file names) the MQM file judges."""
+    judged = {line.split()[0] for line in MQM_SCORES.read_text(encoding="utf-8").splitlines()[1:] if line.strip()}
+    return [system for system in systems() if mqm_name(system) in judged]
+
+
+def translations(system: str) -> list[str]:
+    """A system's outputs, or a reference's ('A', 'C', 'D') lines."""
+    return read_lines(f"ref.{system}.de" if len(system) == 1 else f"hyp.{system}.de")

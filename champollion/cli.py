@@ -20,7 +20,10 @@ from tqdm import tqdm
 from champollion import logs
 from champollion.channel import ChannelError, check_token, is_untrusted_certificate, open_channel
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
+from champollion.human_judgments import FORMATS, JudgmentError, read_judgments
 from champollion.inputs import (
+    INT32,
+    INT64,
     InputError,
     build_request,
     in_corpus_order,
@@ -28,16 +31,27 @@ from champollion.inputs import (
     load_glossary,
     load_meta,
     load_predictions,
+    load_run_card,
     load_run_card_for_compare,
     locate_invalid,
 )
 from champollion.launch import local_cluster
 from champollion.launch.embedded import EmbeddedStack, start_family, start_gateway, start_stack
+from champollion.meta_eval import (
+    METRIC_SEGMENTS,
+    TABLE_HEADERS,
+    MetaEvalError,
+    match_systems,
+    meta_evaluate,
+    table_rows,
+)
 from champollion.serving import ServerTls, TlsError
 from champollion.upload import collect_run_card, compare_parts, corpus_parts, request_parts
+from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.run_card import message_to_dict
 from gateway.server.config import ConfigError, GatewayConfig, load_config
 from gateway.server.tokens import ROLES, TokenFile, new_token, token_line
+from gateway.server.validation import MAX_RESAMPLES, shown
 from gateway.store import RunStore, StoreError, default_store_url
 from gateway.store.columns import SPEC_COLUMNS
 from gateway.store.location import parse_store_url, redact
@@ -45,6 +59,7 @@ from services.registry import IMPLEMENTED
 
 EXIT_INVALID_INPUT = 2
 EXIT_FAILURE = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 DEFAULT_PORT = 50051
 # Rows a leaderboard shows unless --limit says otherwise: the top of a board
 # of any size answers in about 0.1 s (bench/leaderboard.py).
@@ -159,6 +174,8 @@ def _stream_evaluation(channel: grpc.Channel, request: gateway_pb2.EvaluateReque
     def show(update) -> None:
         bar.total = update.batches_total
         bar.update(update.batches_done - bar.n)
+        if update.slow_families:
+            bar.set_postfix_str("slow: " + ", ".join(update.slow_families), refresh=False)
 
     try:
         # Sent in parts, so that a run larger than one gRPC message fits.
@@ -185,7 +202,17 @@ def _corpus_path(args) -> Path | None:
     return None
 
 
+def _check_run_options(args) -> None:
+    """--seed, --resamples, --batch-size within what the gateway takes (and
+    the protobuf fields hold), refused by flag name before anything is read."""
+    for flag, value, high in (("--seed", args.seed, INT64[1]), ("--resamples", args.resamples, MAX_RESAMPLES),
+                              ("--batch-size", getattr(args, "batch_size", None), INT32[1])):
+        if value is not None and not 0 <= value <= high:
+            raise CliError(f"{flag}: must be a whole number from 0 to {high}, got {shown(value)}", EXIT_INVALID_INPUT)
+
+
 def cmd_evaluate(args) -> int:
+    _check_run_options(args)
     corpus_path, predictions_path = _corpus_path(args), Path(args.predictions)
     meta_path = Path(args.meta) if args.meta else None
     glossary_path = Path(args.glossary) if args.glossary else None
@@ -218,6 +245,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    _check_run_options(args)
     request = gateway_pb2.CompareRequest(resamples=args.resamples or 0)
     if args.seed is not None:
         request.seed = args.seed
@@ -255,6 +283,41 @@ def cmd_show(args) -> int:
     card = _ask_gateway(args, lambda stub: collect_run_card(stub.GetRun(
         gateway_pb2.GetRunRequest(run_id=args.run_id), timeout=600)))
     _write_json(card, args.out)
+    return 0
+
+
+def cmd_meta_eval(args) -> int:
+    """Agreement of each metric of the given run cards with human judgments
+    (champollion/meta_eval.py)."""
+    if args.resamples < 0:
+        raise CliError("--resamples: must be 0 (no intervals) or more", EXIT_INVALID_INPUT)
+    names = {}
+    for pair in args.system:
+        card, _, name = pair.partition("=")
+        if not card or not name:
+            raise CliError(f"--system: expected CARD=NAME, got {pair!r}", EXIT_INVALID_INPUT)
+        names[card] = name
+    try:
+        judgments = read_judgments(Path(args.human), args.format)
+        # A run card file, or else the id of a stored run.
+        files = {text: load_run_card(Path(text)) for text in args.cards if Path(text).is_file()}
+        run_ids = [text for text in args.cards if text not in files]
+        stored = _ask_gateway(args, lambda stub: [collect_run_card(stub.GetRun(
+            gateway_pb2.GetRunRequest(run_id=run_id), timeout=600)) for run_id in run_ids]) if run_ids else []
+        cards = {**files, **dict(zip(run_ids, stored))}
+        runs = match_systems([(text, cards[text]) for text in args.cards], judgments, names)
+        report = meta_evaluate(runs, judgments, args.lower_is_better, args.resamples, args.seed, args.metric_segments)
+    except (InputError, JudgmentError, MetaEvalError) as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
+    if args.json:
+        _write_json(report, None)
+        return 0
+    segments = report["segments"]
+    print(f"{len(runs)} systems; human scores over {segments['used']} of {segments['total']} segments (those "
+          f"judged for every system), metric scores over {segments['metric_segments']} segments; 95% bootstrap "
+          f"intervals over segments ({args.resamples} resamples, seed {args.seed}); "
+          f"segment Kendall: {report['segment_kendall']}")
+    print(tabulate(table_rows(report), headers=TABLE_HEADERS, disable_numparse=True))
     return 0
 
 
@@ -624,6 +687,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reading_options(show, json_flag=False)
     show.set_defaults(handler=cmd_show)
 
+    meta_eval = commands.add_parser("meta-eval", help="how well each metric of a set of run cards agrees with "
+                                                      "human judgments of the same systems")
+    meta_eval.add_argument("cards", nargs="+", metavar="CARD_OR_RUN_ID",
+                           help="run card JSON files or stored run ids, one per system, of one corpus version")
+    meta_eval.add_argument("--human", required=True, metavar="FILE", help="human judgments (see --format)")
+    meta_eval.add_argument("--format", default="auto", choices=FORMATS,
+                           help="system-score: system<TAB>score per segment line; system-segment-score: "
+                                "system<TAB>segment<TAB>score; mqm: WMT's MQM average segment scores "
+                                "(default: told from the first line)")
+    meta_eval.add_argument("--lower-is-better", action="store_true",
+                           help="the human scores are errors or costs: lower is better")
+    meta_eval.add_argument("--system", action="append", default=[], metavar="CARD=NAME",
+                           help="match this card (as given) to this judged system (default: its model_slug)")
+    meta_eval.add_argument("--metric-segments", default="all", choices=METRIC_SEGMENTS,
+                           help="what a metric's system score covers: all segments of the test set (default, "
+                                "WMT's convention) or only those the humans judged")
+    meta_eval.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
+    meta_eval.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                           help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    _add_reading_options(meta_eval)
+    meta_eval.set_defaults(handler=cmd_meta_eval)
+
     leaderboard = commands.add_parser("leaderboard", help="stored runs of one corpus version, ranked")
     leaderboard.add_argument("--dataset", required=True, help="corpus id")
     leaderboard.add_argument("--version", help="corpus version (default: the latest stored one)")
@@ -724,6 +809,9 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as error:
         print(f"champollion: error: {error}", file=sys.stderr)
         return error.exit_code
+    except KeyboardInterrupt:  # Ctrl-C: the embedded stack has stopped on the way out
+        print("champollion: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -12,6 +12,14 @@ from pathlib import Path
 from champollion.eval.v1 import family_pb2, gateway_pb2, run_card_pb2
 from gateway.card.run_card import dict_to_message
 from gateway.card.usage import TOKEN_FIELDS
+from gateway.server.validation import ECHO_CHARS, shown
+
+# Deepest nesting of arrays and objects a file may have: far more than any
+# input format needs, far less than would exhaust Python's stack (or the 100
+# levels protobuf parses).
+MAX_JSON_DEPTH = 64
+INT32 = (-2**31, 2**31 - 1)
+INT64 = (-2**63, 2**63 - 1)
 
 
 class InputError(ValueError):
@@ -53,12 +61,15 @@ class _Fields:
             self._fail(key, "a number")
         return float(value)
 
-    def integer(self, key: str) -> int | None:
+    def integer(self, key: str, bounds: tuple[int, int] = INT64) -> int | None:
+        """An integer within `bounds` (the protobuf field's range)."""
         value = self.data.get(key)
         if value is None:
             return None
         if not _is_integer(value):
             self._fail(key, "an integer")
+        if not bounds[0] <= value <= bounds[1]:
+            raise InputError(f"{self.where}: {key}: {shown(value)} is outside the range {bounds[0]} to {bounds[1]}")
         return value
 
     def strings(self, key: str) -> list[str]:
@@ -86,15 +97,68 @@ class _Fields:
         return _Fields(value, f"{self.where}: {key}")
 
 
+def _decode(data: bytes, where: str, offset: int = 0) -> str:
+    """UTF-8 (a leading byte-order mark dropped); an error names the byte
+    offset in the file, `offset` being where `data` starts."""
+    try:
+        return data.decode("utf-8-sig" if offset == 0 else "utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{where}: not UTF-8 text: byte offset {offset + error.start} "
+                         f"({error.reason})") from None
+
+
+def _parse_json(text: str, where: str, line: int | None = None):
+    """The JSON in `text`, checked by _check_json; `line`: the file's line
+    `text` is (JSON Lines), else errors give the line within `text`."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{where}:{line or error.lineno}: malformed JSON: {error.msg}") from None
+    except RecursionError:  # deeper than Python's stack: far deeper than allowed
+        raise InputError(f"{where}:{line or 1}: JSON nested more than {MAX_JSON_DEPTH} levels deep") from None
+    _check_json(data, f"{where}:{line}" if line else where)
+    return data
+
+
+def _check_json(data, where: str) -> None:
+    """What JSON allows but a run cannot carry, refused with its path:
+    nesting deeper than MAX_JSON_DEPTH, integers outside int64, and lone
+    surrogates (\ud800 escapes), which are not Unicode text."""
+    pending = [(data, "", 1)]
+    while pending:
+        value, path, depth = pending.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise InputError(f"{where}: {path or 'the document'}: nested more than {MAX_JSON_DEPTH} levels deep")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            for key, item in items:
+                if isinstance(key, str):
+                    name = key if key.isidentifier() and len(key) <= ECHO_CHARS else shown(key)
+                    child = f"{path}.{name}" if path else name
+                    _check_text(key, where, child)
+                else:
+                    child = f"{path}[{key}]"
+                pending.append((item, child, depth + 1))
+        elif isinstance(value, str):
+            _check_text(value, where, path)
+        elif _is_integer(value) and not INT64[0] <= value <= INT64[1]:
+            raise InputError(f"{where}: {path}: {shown(value)} is outside the range of a 64-bit integer")
+
+
+def _check_text(text: str, where: str, path: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"{where}: {path}: a lone surrogate {text[error.start]!r} at character {error.start} "
+                         f"(not Unicode text)") from None
+
+
 def _read_json(path: Path):
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}:{error.lineno}: malformed JSON: {error.msg}") from None
+    return _parse_json(_decode(data, str(path)), str(path))
 
 
 def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
@@ -102,7 +166,7 @@ def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
         raise InputError(f"{where}: an entry must be a JSON object")
     fields = _Fields(data, where)
     entry_id = fields.string("id", required=True)
-    fields.where = f"{where} (id {entry_id!r})"
+    fields.where = f"{where} (id {shown(entry_id)})"
     entry = gateway_pb2.CorpusEntry(
         id=entry_id,
         source=fields.string("source", required=True),
@@ -111,7 +175,7 @@ def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
         domain=fields.string("domain") or "",
         phenomena=fields.strings("phenomena"),
     )
-    difficulty = fields.integer("difficulty")
+    difficulty = fields.integer("difficulty", INT32)
     if difficulty is not None:
         entry.difficulty = difficulty
     for index, gold in enumerate(data.get("morphology") or []):
@@ -141,10 +205,11 @@ def load_corpus(path: Path, source_lang: str | None = None, target_lang: str | N
             raise InputError(f"{path}: entries: must be a list of entry objects")
     else:
         raise InputError(f"{path}: must be a JSON object with entries, or a list of entries")
+    fields = _Fields(header, str(path))
     corpus = gateway_pb2.Corpus(
         id=str(header.get("id") or path.stem),
-        source_lang=source_lang or header.get("source_lang") or "",
-        target_lang=target_lang or header.get("target_lang") or "",
+        source_lang=source_lang or fields.string("source_lang") or "",
+        target_lang=target_lang or fields.string("target_lang") or "",
     )
     for name in ("source_lang", "target_lang"):
         if not getattr(corpus, name):
@@ -158,7 +223,7 @@ def _prediction(data, where: str) -> gateway_pb2.Prediction:
         raise InputError(f"{where}: each line must be a JSON object")
     fields = _Fields(data, where)
     entry_id = fields.string("id", required=True)
-    fields.where = f"{where}: id {entry_id!r}"
+    fields.where = f"{where}: id {shown(entry_id)}"
     prediction = gateway_pb2.Prediction(id=entry_id)
     fields.copy_to(prediction, ("prediction", "raw_prediction", "error"), fields.string)
     fields.copy_to(prediction, ("latency_s", "cost_usd"), fields.number)
@@ -189,17 +254,17 @@ def load_predictions(path: Path) -> PredictionFile:
     """JSON Lines: one object per entry; blank lines are ignored."""
     loaded = PredictionFile(path)
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open("rb")
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror}") from None
+    offset = 0
     with handle:
-        for number, line in enumerate(handle, start=1):
+        for number, raw in enumerate(handle, start=1):
+            line = _decode(raw, f"{path}:{number}", offset)
+            offset += len(raw)
             if not line.strip():
                 continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(f"{path}:{number}: malformed JSON: {error.msg}") from None
+            data = _parse_json(line, str(path), number)
             loaded.predictions.append(_prediction(data, f"{path}:{number}"))
             loaded.lines.append(number)
     return loaded
@@ -263,13 +328,19 @@ def load_glossary(path: Path) -> list[family_pb2.GlossaryTerm]:
     return [_term(item, f"{path}: [{index}]") for index, item in enumerate(data)]
 
 
+def load_run_card(path: Path) -> dict:
+    """A run card JSON file, entries included."""
+    card = _read_json(path)
+    if not isinstance(card, dict) or not isinstance(card.get("entries"), list):
+        raise InputError(f"{path}: not a Champollion run card (no entries list)")
+    return card
+
+
 def load_run_card_for_compare(path: Path) -> run_card_pb2.RunCard:
     """A stored run card (JSON) as the Compare RPC takes it. Compare reads the
     dataset, composite, coverage and per-entry statistics; per-entry scores
     are left out, since they would only cost conversion time."""
-    card = _read_json(path)
-    if not isinstance(card, dict) or not isinstance(card.get("entries"), list):
-        raise InputError(f"{path}: not a Champollion run card (no entries list)")
+    card = load_run_card(path)
     for entry in card["entries"]:
         if isinstance(entry, dict):
             entry.pop("scores", None)
@@ -296,12 +367,18 @@ _PREDICTION_PATH = re.compile(r"^predictions\[(\d+)\]")
 _CORPUS_PATH = re.compile(r"^corpus\.")
 _META_PATH = re.compile(r"^meta\.")
 _GLOSSARY_PATH = re.compile(r"^glossary\[")
+# The run's options as the command line names them.
+OPTION_FLAGS = {"options.seed": "--seed", "options.bootstrap_resamples": "--resamples",
+                "options.batch_size": "--batch-size"}
 
 
 def locate_invalid(message: str, corpus: Path | None, predictions: PredictionFile, meta: Path | None,
                    glossary: Path | None) -> str:
     """Prefixes a validation message (which starts with its field path) with
     the file, and the line for a prediction."""
+    for option, flag in OPTION_FLAGS.items():
+        if message.startswith(f"{option}:"):
+            return flag + message[len(option):]
     match = _PREDICTION_PATH.match(message)
     if match and int(match.group(1)) < len(predictions.lines):
         return f"{predictions.path}:{predictions.lines[int(match.group(1))]}: {message}"

@@ -3,6 +3,7 @@ import logging
 import sys
 
 import structlog
+from structlog.tracebacks import ExceptionDictTransformer
 
 
 def configure(level: str = "INFO") -> None:
@@ -10,6 +11,10 @@ def configure(level: str = "INFO") -> None:
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            # exc_info=True (log.exception) becomes the traceback as JSON:
+            # exception type, message and frames, never local variables
+            # (they may hold the texts being scored).
+            structlog.processors.ExceptionRenderer(ExceptionDictTransformer(show_locals=False)),
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),

@@ -6,29 +6,118 @@ only, for probes that speak no TLS (Kubernetes' gRPC probes)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import ssl
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import grpc
+import structlog
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 
+log = structlog.get_logger()
+
 # Batches of a few hundred long entries exceed gRPC's 4 MiB default.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# The gateway pings each family this often and gives up on one silent as long
+# (gateway.server.fanout.CHANNEL_OPTIONS).
+KEEPALIVE_SECONDS = 2
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    # Accept the gateway's keepalive pings (every 30 s, also between calls).
+    # Accept the gateway's keepalive pings (also between calls and during a
+    # long batch, when no data flows), not only the 5-minute default.
     ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_ping_interval_without_data_ms", 20_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_SECONDS * 1000 // 2),
     # Close connections after a while (gracefully, letting batches finish) so
     # that clients re-resolve DNS and spread work onto replicas added since.
     ("grpc.max_connection_age_ms", 300_000),
     ("grpc.max_connection_age_grace_ms", 300_000),
 ]
+
+
+class _Undecodable:
+    """What a request that does not parse deserializes to, so that the
+    handler answers INVALID_ARGUMENT: gRPC itself would answer UNKNOWN."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _lenient(deserialize):
+    def read(data: bytes):
+        try:
+            return deserialize(data)
+        except Exception as error:  # protobuf's DecodeError, a nesting past its limit
+            return _Undecodable(error)
+    return read
+
+
+async def _refuse_undecodable(request, context, method: str) -> None:
+    if isinstance(request, _Undecodable):
+        # protobuf refuses messages nested more than 100 levels deep (a Struct in a Struct...).
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"{method}: the request is not a valid protobuf message of this RPC's type, or is "
+                            f"nested more than 100 levels deep ({type(request.error).__name__})")
+
+
+@contextmanager
+def _logged(method: str, context):
+    try:
+        yield
+    except grpc.aio.AbortError:  # the handler chose its status
+        raise
+    except Exception:
+        if context.cancelled() or context.done():
+            # The client left (Ctrl-C, a deadline): writing to the finished
+            # call fails, which is no fault of the server's.
+            log.debug("rpc_abandoned", method=method, exc_info=True)
+        else:
+            log.exception("rpc_failed", method=method)
+        raise
+
+
+class CallBoundary(grpc.aio.ServerInterceptor):
+    """Around every handler of the server: a request (or a part of a
+    streamed one) that does not decode is answered INVALID_ARGUMENT, and an
+    exception the handler did not turn into a status (gRPC answers UNKNOWN)
+    is logged with its traceback."""
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.request_deserializer is None:
+            return handler
+        method = handler_call_details.method
+        field = f"{'stream' if handler.request_streaming else 'unary'}_{'stream' if handler.response_streaming else 'unary'}"
+        behavior = getattr(handler, field)
+
+        async def check(request, context):
+            """The request, or for a streamed one each part as it comes, checked."""
+            if not handler.request_streaming:
+                await _refuse_undecodable(request, context, method)
+                return request
+
+            async def parts():
+                async for part in request:
+                    await _refuse_undecodable(part, context, method)
+                    yield part
+            return parts()
+
+        # gRPC runs a plain function in a thread: the wrapper keeps the kind.
+        if inspect.isasyncgenfunction(behavior):
+            async def checked(request, context):
+                with _logged(method, context):
+                    async for response in behavior(await check(request, context), context):
+                        yield response
+        else:
+            async def checked(request, context):
+                with _logged(method, context):
+                    return await behavior(await check(request, context), context)
+        return handler._replace(request_deserializer=_lenient(handler.request_deserializer), **{field: checked})
 
 
 class TlsError(ValueError):
@@ -76,7 +165,7 @@ async def start_server(
     only TLS. `health_address` adds a plaintext port with health checks
     only, closed when the server stops."""
     credentials = tls.credentials() if tls else None
-    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=list(interceptors))
+    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[CallBoundary(), *interceptors])
     register(server)
     health = HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)

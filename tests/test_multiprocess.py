@@ -6,12 +6,16 @@ loopback, ports chosen by the OS.
 - both structural replicas receive batches (gRPC round_robin);
 - SIGKILL to one replica while a run is in flight: the run card is complete
   and equal, corpus and per-entry values, to an undisturbed run's;
+- supervisord restarts a killed family within seconds, and the next run has
+  its metrics;
 - a family with no live replica gives nulls and a warning naming it;
 - Describe reaches every family;
 - a 100,000-entry run uploaded in parts completes across two replicas;
 - a DNS name resolving to several addresses (what a Kubernetes headless
   Service gives the gateway, `dns:///surface.champollion.svc.cluster.local:50061`)
-  is resolved by gRPC's own resolver and spread over by round_robin.
+  is resolved by gRPC's own resolver and spread over by round_robin;
+- `champollion up`'s launcher prints the addresses, says when supervisord
+  restarted a process, and leaves no process behind on SIGTERM.
 
 Each replica's stderr goes to a file; its `score_batch` JSON lines carry the
 run id, so batches are counted per replica and per run.
@@ -19,6 +23,7 @@ run id, so batches are counted per replica and per run.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import struct
@@ -37,13 +42,13 @@ from champollion.launch.local_cluster import (
     REPO,
     LocalCluster,
     ServiceProcess,
-    await_port,
     await_serving,
+    free_ports,
     health_status,
-    start_process,
-    stop_processes,
+    supervise,
 )
 from champollion.upload import request_parts
+from gateway.card.metrics import FAMILY_SCORE_KEYS
 from gateway.card.run_card import run_card_from_proto
 from tests.conftest import EXAMPLE, make_request
 
@@ -129,6 +134,7 @@ def test_killing_a_replica_mid_run_gives_the_undisturbed_run_card(cluster):
             finished.wait(0.02)  # returns at once when the run ends
 
     killer = threading.Thread(target=kill_when_busy, name="killer")
+    killed_pid = victim.pid
     killer.start()
     try:
         disturbed = evaluate(cluster.gateway_address, request)
@@ -137,7 +143,7 @@ def test_killing_a_replica_mid_run_gives_the_undisturbed_run_card(cluster):
         killer.join(timeout=60)
     try:
         assert killed_in_flight == [True], "the replica was not killed while the run was in flight"
-        assert not victim.alive()
+        assert victim.pid != killed_pid
 
         # Complete: no family failed, every entry present and scored.
         assert not [w for w in disturbed["warnings"] if "failed" in w], disturbed["warnings"]
@@ -156,29 +162,49 @@ def test_killing_a_replica_mid_run_gives_the_undisturbed_run_card(cluster):
         assert survivor_batches < 375
         assert victim_batches + survivor_batches >= 375
     finally:
-        if not victim.alive():
-            cluster.restart(victim)
+        cluster.restart(victim)  # supervisord brings it back
 
 
-def test_describe_reaches_every_family(cluster):
-    with grpc.insecure_channel(cluster.gateway_address) as channel:
-        description = gateway_pb2_grpc.GatewayStub(channel).Describe(family_pb2.DescribeRequest(), timeout=30)
-    statuses = {status.family: status for status in description.families}
-    for family in FAMILIES:
-        status = statuses[family]
-        assert status.reachable, (family, status.error)
-        assert status.description.family == family
-        assert status.address == cluster.family_targets()[family]
-    # The gateway reports every family it knows; the one the cluster leaves out is "not configured".
-    assert set(statuses) == {*FAMILIES, "semantic"}
-    assert not statuses["semantic"].reachable and statuses["semantic"].error == "not configured"
+def test_a_killed_family_is_restarted_and_the_next_run_has_its_metrics(cluster):
+    """SIGKILL to the only behavioral process, at the pid supervisord reports:
+    supervisord starts it again (a new pid, SERVING within seconds, its death
+    in supervisord's log), and the next run's card has the behavioral values
+    a run before the kill had."""
+    request = make_request(*example_run(100), batch_size=10)
+    before_kill = evaluate(cluster.gateway_address, request)
+    expected = {key: before_kill["scores"][key] for key in FAMILY_SCORE_KEYS["behavioral"]}
+    assert sum(value is not None for value in expected.values()) >= 3, expected
+
+    family = cluster.replicas("behavioral")[0]
+    before = family.pid
+    started = time.monotonic()
+    assert cluster.kill(family) == before
+    cluster.restart(family)  # waits, starting nothing: supervisord does
+    seconds = time.monotonic() - started
+    print(f"behavioral back in {seconds:.1f} s")
+    assert family.pid not in (None, before)
+    assert health_status(family.address) == 1  # SERVING
+    assert seconds < 15
+    supervisord_log = (cluster.log_dir / "supervisord.log").read_text(encoding="utf-8")
+    assert "exited: behavioral (terminated by SIGKILL" in supervisord_log
+    assert f"spawned: 'behavioral' with pid {family.pid}" in supervisord_log
+
+    card = evaluate(cluster.gateway_address, request)
+    assert not [w for w in card["warnings"] if "failed" in w], card["warnings"]
+    assert {key: card["scores"][key] for key in expected} == expected
+    assert batches_of_run(family, card["run_id"]) == 10
 
 
 def test_a_family_with_no_live_replica_is_null_with_a_warning(cluster):
+    # Stopped through supervisord, which keeps them down (a killed one it restarts).
     for replica in cluster.replicas("structural"):
-        cluster.kill(replica)
+        cluster.stop_process(replica)
     entries, predictions = example_run(100)
-    card = evaluate(cluster.gateway_address, make_request(entries, predictions, batch_size=10))
+    try:
+        card = evaluate(cluster.gateway_address, make_request(entries, predictions, batch_size=10))
+    finally:
+        for replica in cluster.replicas("structural"):
+            cluster.restart(replica)
     for key in STRUCTURAL_KEYS:
         assert card["scores"][key] is None
     assert any(w.startswith("family 'structural' failed (UNAVAILABLE") for w in card["warnings"]), card["warnings"]
@@ -320,40 +346,59 @@ def test_a_dns_name_with_several_addresses_is_balanced_round_robin(tmp_path):
     port = _port_free_on(hosts)
     replicas = [ServiceProcess(f"surface-{i}", "surface", host, tmp_path / f"surface-{i}.log", port=port)
                 for i, host in enumerate(hosts, start=1)]
-    processes = list(replicas)
-    try:
-        for replica in replicas:
-            start_process(replica)
-        for replica in replicas:
-            await_serving(replica, timeout=60)
-        with TinyDns(name, hosts) as dns:
-            # `dns://RESOLVER/name:port` is gRPC's DNS scheme with an explicit
-            # resolver; in a cluster the same target is `dns:///name:port`.
-            config = tmp_path / "gateway.yaml"
-            config.write_text(yaml.safe_dump({"families": {"surface": f"dns://127.0.0.1:{dns.port}/{name}:{port}"}}))
-            gateway = ServiceProcess("gateway", "gateway", "127.0.0.1", tmp_path / "gateway.log", ["--config", str(config)])
-            processes.append(gateway)
-            start_process(gateway)
-            await_port(gateway, timeout=60)
-            await_serving(gateway, timeout=60)
+    with TinyDns(name, hosts) as dns:
+        # `dns://RESOLVER/name:port` is gRPC's DNS scheme with an explicit
+        # resolver; in a cluster the same target is `dns:///name:port`.
+        config = tmp_path / "gateway.yaml"
+        config.write_text(yaml.safe_dump({"families": {"surface": f"dns://127.0.0.1:{dns.port}/{name}:{port}"}}))
+        gateway = ServiceProcess("gateway", "gateway", "127.0.0.1", tmp_path / "gateway.log", ["--config", str(config)],
+                                 port=free_ports("127.0.0.1", 1)[0])
+        supervisor = supervise([*replicas, gateway], tmp_path)
+        try:
+            for process in [*replicas, gateway]:
+                await_serving(process, timeout=60)
             entries, predictions = example_run(200)
             card = evaluate(gateway.address, make_request(entries, predictions, batch_size=10))
-            assert (name, 1) in dns.queries
-        assert card["scores"]["chrf_plus_plus"] is not None
-        counts = [batches_of_run(replica, card["run_id"]) for replica in replicas]
-        assert all(count > 0 for count in counts) and sum(counts) == 20, counts
-    finally:
-        stop_processes(processes)
+        finally:
+            supervisor.shutdown()
+        assert (name, 1) in dns.queries
+    assert card["scores"]["chrf_plus_plus"] is not None
+    counts = [batches_of_run(replica, card["run_id"]) for replica in replicas]
+    assert all(count > 0 for count in counts) and sum(counts) == 20, counts
 
 
-def test_the_launcher_prints_addresses_and_stops_on_sigterm(tmp_path):
-    """`python -m champollion.launch.local_cluster` (what `champollion up` runs): the
-    addresses on stdout, every process stopped on SIGTERM."""
-    launcher = subprocess.Popen(
-        [sys.executable, "-m", "champollion.launch.local_cluster", "--family", "surface", "--replicas", "surface=2",
-         "--port", "0", "--log-dir", str(tmp_path)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+def _supervisorctl(config: str, *args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "supervisor.supervisorctl", "-c", config, *args],
+                          capture_output=True, text=True, timeout=30).stdout
+
+
+def _running_pids() -> set[int]:
+    listing = subprocess.run(["ps", "-e", "-o", "pid="], capture_output=True, text=True, check=True).stdout
+    return {int(pid) for pid in listing.split()}
+
+
+def _await_line(path, text: str, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in path.read_text(encoding="utf-8"):
+            return
+        assert process.poll() is None, path.read_text(encoding="utf-8")
+        time.sleep(0.05)
+    raise AssertionError(f"no {text!r} in {path.read_text(encoding='utf-8')}")
+
+
+def test_the_launcher_restarts_a_killed_replica_and_leaves_nothing_on_sigterm(tmp_path):
+    """`python -m champollion.launch.local_cluster` (what `champollion up` runs):
+    the addresses on stdout; SIGKILL to a replica (its pid from `supervisorctl
+    pid`) gets a line on stderr and a new process, and the next run has its
+    metrics; on SIGTERM every process, supervisord's included, is gone."""
+    stderr = tmp_path / "launcher.err"
+    with open(stderr, "w", encoding="utf-8") as errors:
+        launcher = subprocess.Popen(
+            [sys.executable, "-m", "champollion.launch.local_cluster", "--family", "surface", "--replicas",
+             "surface=2", "--port", "0", "--log-dir", str(tmp_path / "logs")],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=errors, text=True,
+        )
     try:
         lines = []
         deadline = time.monotonic() + 60
@@ -366,14 +411,35 @@ def test_the_launcher_prints_addresses_and_stops_on_sigterm(tmp_path):
                 break
         addresses = json.loads("".join(lines))
         assert len(addresses["families"]["surface"]) == 2
+        config = addresses["supervisor"]
         with grpc.insecure_channel(addresses["gateway"]) as channel:
             description = gateway_pb2_grpc.GatewayStub(channel).Describe(family_pb2.DescribeRequest(), timeout=30)
         assert any(s.family == "surface" and s.reachable for s in description.families)
+
+        victim = int(_supervisorctl(config, "pid", "surface-1"))
+        supervisord = int((tmp_path / "logs" / "supervisord.pid").read_text())
+        pids = {supervisord, *map(int, _supervisorctl(config, "pid", "all").split())}
+        assert victim in pids and len(pids) == 4  # supervisord, two replicas, the gateway
+        os.kill(victim, signal.SIGKILL)
+        _await_line(stderr, "surface-1 restarted by supervisord", launcher)
+        successor = int(_supervisorctl(config, "pid", "surface-1"))
+        assert successor != victim
+        pids.add(successor)
+        deadline = time.monotonic() + 60
+        while health_status(addresses["families"]["surface"][0]) != 1:  # SERVING
+            assert time.monotonic() < deadline, "surface-1 did not come back"
+            time.sleep(0.05)
+        entries, predictions = example_run(40)
+        card = evaluate(addresses["gateway"], make_request(entries, predictions, batch_size=10))
+        assert card["scores"]["chrf_plus_plus"] is not None
+        assert not [w for w in card["warnings"] if "failed" in w], card["warnings"]
+
         launcher.send_signal(signal.SIGTERM)
-        assert launcher.wait(timeout=30) == 0
-        # Nothing answers any more, gateway or replicas.
+        assert launcher.wait(timeout=60) == 0
+        # Nothing answers any more, gateway or replicas, and no process is left.
         for address in [addresses["gateway"], *addresses["families"]["surface"]]:
             assert health_status(address, timeout=1) is None, address
+        assert not pids & _running_pids()
     finally:
         if launcher.poll() is None:
             launcher.kill()

@@ -17,11 +17,7 @@ from champollion.launch.embedded import EmbeddedStack
 from services.contract import BatchContext, EntryInput
 from services.semantic.batching import DirectBatcher, MicroBatcher, sorted_chunks
 from services.semantic.comet_runner import CometRunner
-from services.semantic.embeddings import (
-    EMBEDDING_LANGUAGES,
-    SentenceEmbedder,
-    semantic_scores,
-)
+from services.semantic.embeddings import EMBEDDING_LANGUAGES, SentenceEmbedder
 from services.semantic.metrics import CometPool, SemanticScorer
 from services.semantic.models import (
     DEFAULT_COMET_MODEL,
@@ -30,6 +26,7 @@ from services.semantic.models import (
     resolve_comet_model,
 )
 from services.semantic.servicer import create_servicer
+from services.semantic.similarity import semantic_scores
 from services.servicer import FamilyServicer
 from tests.conftest import evaluate, make_request
 from tests.tiny_comet import MODEL_ID, QE_MODEL_ID, build_tiny_comet
@@ -160,7 +157,7 @@ def test_spanish_without_override_asks_for_the_default_model(semantic_stack):
     gateway, _ = semantic_stack
     card = evaluate(gateway, make_request(ENTRIES, PREDICTIONS))
     assert card["scores"]["comet_score"] is None
-    assert any(DEFAULT_COMET_MODEL in w and "not found" in w for w in card["warnings"])
+    assert any(f"no COMET model {DEFAULT_COMET_MODEL}" in w for w in card["warnings"]), card["warnings"]
 
 
 def _hub_cache_with(tiny_models: Path, root: Path, model_id: str, snapshot: str) -> Path:
@@ -362,23 +359,27 @@ def test_concurrent_requests_share_comet_batches(tiny_models, embedder):
 
 # --- the universal semantic_score ------------------------------------------------------------
 
-@pytest.mark.parametrize("source, translation, unrelated", [
-    ("The cat sleeps on the sofa.", "El gato duerme en el sofá.", "Las acciones de la empresa subieron ayer."),
-    ("The cat sleeps on the sofa.", "고양이가 소파에서 잔다.", "회사의 주가가 어제 올랐다."),
-    ("El gato duerme en el sofá.", "The cat sleeps on the sofa.", "The company's shares rose yesterday."),
-    ("고양이가 소파에서 잔다.", "The cat sleeps on the sofa.", "The company's shares rose yesterday."),
+@pytest.mark.parametrize("source, reference, paraphrase, unrelated", [
+    ("The cat sleeps on the sofa.", "El gato duerme en el sofá.", "El gato está durmiendo en el sofá.",
+     "Las acciones de la empresa subieron ayer."),
+    ("The cat sleeps on the sofa.", "고양이가 소파에서 잔다.", "고양이는 소파 위에서 자고 있다.", "회사의 주가가 어제 올랐다."),
+    ("My neighbour reads a long book every evening.", "Mein Nachbar liest jeden Abend ein langes Buch.",
+     "Jeden Abend liest mein Nachbar ein dickes Buch.", "Die Aktien des Unternehmens stiegen gestern."),
 ])
-def test_embedding_ranks_a_translation_above_an_unrelated_sentence(embedder, source, translation, unrelated):
-    good, bad = semantic_scores(embedder, [translation, unrelated], [translation, translation], [source, source])
-    assert good > 0.6 and bad < 0.4 and good > bad
+def test_a_paraphrase_scores_above_an_unrelated_sentence(embedder, source, reference, paraphrase, unrelated):
+    exact, close, far = semantic_scores(embedder, [reference, paraphrase, unrelated], [reference] * 3, [source] * 3)
+    assert exact == pytest.approx(1.0, abs=1e-5)
+    assert far < close < exact and close - far > 0.1
 
 
-def test_semantic_score_is_the_clipped_mean_of_two_cosines(embedder):
+def test_semantic_score_is_the_cosine_of_source_plus_prediction_and_source_plus_reference(embedder):
     prediction, reference, source = "Mi vecino lee un libro.", "Mi vecino lee un libro largo.", "My neighbour reads a book."
-    vectors = embedder.encode([prediction, reference, source])
-    expected = max(0.0, min(1.0, (vectors[0] @ vectors[1] + vectors[0] @ vectors[2]) / 2))
-    assert semantic_scores(embedder, [prediction], [reference], [source]) == pytest.approx([expected])
-    assert semantic_scores(embedder, [prediction], [reference], None) == pytest.approx([vectors[0] @ vectors[1]])
+    with_source = embedder.encode([f"{source} {prediction}", f"{source} {reference}"])
+    assert semantic_scores(embedder, [prediction], [reference], [source]) == pytest.approx(
+        [with_source[0] @ with_source[1]])
+    alone = embedder.encode([prediction, reference])
+    assert semantic_scores(embedder, [prediction], [reference], None) == pytest.approx([alone[0] @ alone[1]])
+    # An empty output is never rewarded, though the source alone resembles source + reference.
     assert semantic_scores(embedder, ["   "], [reference], [source]) == [0.0]
 
 
@@ -388,7 +389,9 @@ def test_semantic_score_corpus_value_is_the_mean_of_entries(semantic_stack):
     per_entry = {e["id"]: e["scores"]["semantic_score"] for e in card["entries"]}
     assert per_entry["cat"] > per_entry["book"] > per_entry["rain"]
     assert card["scores"]["semantic_score"] == pytest.approx(sum(per_entry.values()) / len(per_entry))
-    assert card["signatures"]["semantic_score"].startswith("model:universal-sentence-encoder-multilingual-3|")
+    signature = card["signatures"]["semantic_score"]
+    assert signature.startswith("model:universal-sentence-encoder-multilingual-3|")
+    assert "|combine:clip(cos(emb(src+' '+mt),emb(src+' '+ref)),0,1)|" in signature
 
 
 def test_embeddings_are_cached_by_exact_text():
@@ -409,7 +412,8 @@ def test_unsupported_source_language_compares_with_the_reference_only(embedder):
     output = scorer.score(_inputs()[:1], _context(source="crk", target="spa"))
     assert output.entries[0].values["semantic_score"] == pytest.approx(1.0, abs=1e-5)  # prediction == reference
     assert any("source language crk" in w for w in output.warnings)
-    assert output.signatures["semantic_score"].split("|")[3] == "src:unused"
+    signature = output.signatures["semantic_score"]
+    assert "|combine:clip(cos(emb(mt),emb(ref)),0,1)|src:not-covered|" in signature and "src+" not in signature
 
 
 def test_cards_claim_embedding_support_only_for_the_model_languages():

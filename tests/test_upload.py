@@ -3,9 +3,7 @@ one Evaluate call however the run is cut, validation across parts, and the
 fan-out's hold on the upload that keeps the gateway's memory bounded."""
 import asyncio
 import random
-import tempfile
 import time
-from pathlib import Path
 
 import grpc
 import pytest
@@ -16,6 +14,7 @@ from gateway.card.identity import corpus_version
 from gateway.card.run_card import message_to_dict, run_card_to_proto
 from gateway.server.fanout import FanOut
 from gateway.server.spill import RunSpill
+from gateway.server.spill import default_directory as default_spill_directory
 from tests.conftest import evaluate, make_request
 
 ENTRIES = [
@@ -259,7 +258,7 @@ def test_run_cards_larger_than_one_message_are_compared_in_parts(stack, gateway)
 
 def test_a_client_leaving_mid_upload_leaves_no_spill_and_a_serving_gateway(stack, gateway):
     def spills():
-        return set(Path(tempfile.gettempdir()).glob("champollion-run-*"))
+        return set(default_spill_directory().glob("run-*.sqlite"))
 
     before = spills()
     parts = parts_of(make_request(ENTRIES, batch_size=4), [0, 10, 20, 30, 40])

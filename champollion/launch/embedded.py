@@ -8,14 +8,18 @@ import threading
 from dataclasses import dataclass, field
 
 import grpc
+import structlog
 
 from champollion.eval.v1 import family_pb2_grpc, gateway_pb2_grpc
 from champollion.serving import ServerTls, start_server
 from gateway.server.auth import AccessControl
 from gateway.server.config import GatewayConfig
 from gateway.server.servicer import FAMILY_SERVICE, GATEWAY_SERVICE, GatewayServicer
+from gateway.server.spill import remove_stale as remove_stale_spills
 from gateway.server.tokens import TokenFile
 from services.registry import EXTRA_SERVICES, IMPLEMENTED
+
+log = structlog.get_logger()
 
 
 async def start_family(
@@ -42,7 +46,11 @@ async def start_gateway(
     health_address: str | None = None,
 ) -> tuple[grpc.aio.Server, int, GatewayServicer]:
     """The gateway's server: callers need one of `tokens` (None: open to
-    all, as maintainers); over TLS with `tls`, as start_family."""
+    all, as maintainers); over TLS with `tls`, as start_family. Spills left
+    by a gateway that was killed mid-run are removed first."""
+    stale = remove_stale_spills()
+    if stale:
+        log.info("stale_spills_removed", family="gateway", count=len(stale))
     servicer = GatewayServicer(config)
     if servicer.store is not None:
         await servicer.store.open()  # migrates an empty database before the first run
@@ -125,7 +133,12 @@ class EmbeddedStack:
     def __enter__(self) -> RunningStack:
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(start_stack(**self._options), self._loop)
-        self.stack = future.result(timeout=60)
+        try:
+            self.stack = future.result(timeout=60)
+        except BaseException:  # Ctrl-C while starting too: nothing left running
+            future.cancel()
+            self.__exit__()
+            raise
         return self.stack
 
     def stop_family(self, name: str) -> None:
@@ -134,8 +147,20 @@ class EmbeddedStack:
         asyncio.run_coroutine_threadsafe(server.stop(None), self._loop).result(timeout=30)
 
     def __exit__(self, *exc_info) -> None:
-        if self.stack is not None:
-            asyncio.run_coroutine_threadsafe(stop_stack(self.stack), self._loop).result(timeout=30)
+        """Stops the servers, then ends every task still on the loop (a
+        call's handler cut short by Ctrl-C) before the loop closes, so none
+        is destroyed pending."""
+        asyncio.run_coroutine_threadsafe(_shut_down(self.stack), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
         self._loop.close()
+
+
+async def _shut_down(stack: RunningStack | None) -> None:
+    if stack is not None:
+        await stop_stack(stack)
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()

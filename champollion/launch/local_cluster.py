@@ -4,18 +4,19 @@ gateway process in front that reaches them by address, load-balancing with
 gRPC's own round_robin over an `ipv4:host:port,host:port` target, exactly as
 it does over a Kubernetes headless Service's DNS name.
 
-Each process is `python -m champollion.cli serve --family NAME --port 0 --host H`:
-the OS picks the port, and the process's first stderr line names it. Its
-stderr (structlog JSON lines, one `score_batch` event per batch) goes to a
-file in the cluster's log folder.
+Each process is `python -m champollion.cli serve --family NAME --port P --host H`,
+on a port chosen before it starts (so the gateway's config can name it), run
+by supervisord (champollion.launch.supervision), which restarts a process that
+dies. Its stdout and stderr (structlog JSON lines, one `score_batch` event per
+batch) go to NAME.log in the cluster's log folder.
 
     with LocalCluster(families=("surface", "structural"), replicas={"structural": 2}) as cluster:
         channel = grpc.insecure_channel(cluster.gateway_address)
         ...
-        cluster.kill(cluster.replicas("structural")[0])     # SIGKILL one replica
+        cluster.kill(cluster.replicas("structural")[0])     # SIGKILL one replica; supervisord restarts it
 
 `python -m champollion.launch.local_cluster` (or `main()`) keeps a cluster up until
-Ctrl-C and prints the addresses.
+Ctrl-C, prints the addresses and a line for each restart.
 """
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ import json
 import os
 import shutil
 import signal
-import subprocess
+import socket
 import sys
 import tempfile
 import time
+import xmlrpc.client
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,12 +39,15 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-REPO = Path(__file__).resolve().parents[1]
+from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
+from champollion.launch.supervision import Program, RestartWatch, Supervisor, SupervisorError
+
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_REPLICAS = {"structural": 2}
 
 
 class ClusterError(RuntimeError):
-    """A process did not start, exited early or never answered health checks."""
+    """A process did not start, supervisord gave it up or it never answered health checks."""
 
 
 def implemented_families() -> tuple[str, ...]:
@@ -73,28 +79,6 @@ def target_for(addresses: list[tuple[str, int]]) -> str:
     return "ipv4:" + ",".join(f"{host}:{port}" for host, port in addresses)
 
 
-def _load_prctl():
-    """libc's prctl, bound here in the parent: the child only calls it."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """The child gets SIGTERM when the thread that started it exits, so a
-    killed test run or launcher leaves no servers behind (Linux only)."""
-    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def health_status(address: str, timeout: float = 1.0) -> int | None:
     """The server's overall gRPC health status, or None when it does not answer."""
     with grpc.insecure_channel(address) as channel:
@@ -107,15 +91,15 @@ def health_status(address: str, timeout: float = 1.0) -> int | None:
 
 @dataclass
 class ServiceProcess:
-    """One server process: a family replica or the gateway."""
+    """One server process, a family replica or the gateway, as supervisord runs it."""
 
-    name: str  # "structural-1", "gateway"
+    name: str  # "structural-1", "gateway": the supervisord program name
     family: str  # a family name, or "gateway"
     host: str
     log_path: Path
     extra_args: list[str] = field(default_factory=list)
     port: int = 0
-    popen: subprocess.Popen | None = None
+    supervisor: Supervisor | None = None  # set once supervisord runs it
 
     @property
     def address(self) -> str:
@@ -123,14 +107,26 @@ class ServiceProcess:
 
     @property
     def pid(self) -> int | None:
-        return self.popen.pid if self.popen else None
+        """The live process's pid as supervisord reports it (a new one after each restart)."""
+        return self.supervisor.pid(self.name) if self.supervisor else None
+
+    def state(self) -> str | None:
+        """supervisord's state name (STARTING, RUNNING, BACKOFF, STOPPED, EXITED, FATAL...)."""
+        if self.supervisor is None:
+            return None
+        try:
+            return self.supervisor.info(self.name)["statename"]
+        except (OSError, xmlrpc.client.Fault):
+            return None
 
     def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
+        return self.pid is not None
 
-    def command(self, python: str) -> list[str]:
-        return [python, "-m", "champollion.cli", "serve", "--family", self.family,
-                "--port", str(self.port), "--host", self.host, *self.extra_args]
+    def program(self, python: str) -> Program:
+        # The gateway starts after the families and stops before them.
+        command = [python, "-m", "champollion.cli", "serve", "--family", self.family,
+                   "--port", str(self.port), "--host", self.host, *self.extra_args]
+        return Program(self.name, command, self.log_path, priority=200 if self.family == "gateway" else 100)
 
     def events(self, event: str | None = None) -> list[dict]:
         """The JSON log lines this process wrote (all its lifetimes), or those
@@ -171,72 +167,53 @@ def _proc_status_kb(pid: int | None, key: str) -> int | None:
     return None
 
 
-def start_process(
-    process: ServiceProcess, python: str = sys.executable, env: dict[str, str] | None = None, append: bool = False
-) -> None:
-    """Starts `process`, its stdout and stderr written to its log file (a new
-    file, or appended to it: a restarted process keeps its history)."""
-    log = open(process.log_path, "ab" if append else "wb")
+def free_ports(host: str, count: int) -> list[int]:
+    """`count` distinct ports free on `host` now (held open together while
+    chosen, so none is chosen twice)."""
+    with ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind((host, 0))
+        return [probe.getsockname()[1] for probe in probes]
+
+
+def require_free_port(host: str, port: int) -> None:
+    """A fixed port someone else listens on would only make supervisord retry in vain."""
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise ClusterError(f"cannot use port {port} on {host}: {error.strerror}") from None
+
+
+def supervise(processes: list[ServiceProcess], log_dir: Path, python: str = sys.executable,
+              env: dict[str, str] | None = None, stop_timeout: float = 10.0) -> Supervisor:
+    """Starts supervisord over `processes` (their ports already chosen) and
+    returns it; each process then reads its pid and state from it."""
+    supervisor = Supervisor(log_dir, [p.program(python) for p in processes], cwd=REPO,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"} if env is None else env,
+                            stop_seconds=stop_timeout, python=python)
+    for process in processes:
+        process.supervisor = supervisor
     try:
-        process.popen = subprocess.Popen(
-            process.command(python),
-            cwd=REPO,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"} if env is None else env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            # Ctrl-C in a terminal reaches only the launcher, which stops the
-            # servers in order.
-            start_new_session=True,
-            preexec_fn=_die_with_parent if _PRCTL is not None else None,
-        )
-    finally:
-        log.close()
-
-
-def await_port(process: ServiceProcess, timeout: float = 60.0) -> None:
-    """With port 0, reads the bound port from the process's first stderr line
-    (`{"serving": FAMILY, "address": HOST:PORT}`)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for record in process.events():
-            if record.get("serving") == process.family and "address" in record:
-                process.port = int(record["address"].rsplit(":", 1)[1])
-        if process.port:
-            return
-        if not process.alive():
-            raise ClusterError(f"{process.name} exited with status {process.popen.returncode}:\n{process.log_tail()}")
-        time.sleep(0.05)
-    raise ClusterError(f"{process.name} did not report its address within {timeout:.0f} s:\n{process.log_tail()}")
+        supervisor.start()
+    except SupervisorError as error:
+        raise ClusterError(str(error)) from None
+    return supervisor
 
 
 def await_serving(process: ServiceProcess, timeout: float = 60.0) -> None:
-    """Waits until the process answers gRPC health with SERVING."""
+    """Waits until the process answers gRPC health with SERVING (through
+    supervisord's retries: one given up, FATAL, or stopped fails at once)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if health_status(process.address) == health_pb2.HealthCheckResponse.SERVING:
             return
-        if not process.alive():
-            raise ClusterError(f"{process.name} exited with status {process.popen.returncode}:\n{process.log_tail()}")
+        state = process.state()
+        if state in ("FATAL", "STOPPED"):
+            raise ClusterError(f"{process.name} is {state} under supervisord:\n{process.log_tail()}")
         time.sleep(0.1)
     raise ClusterError(f"{process.name} at {process.address} is not SERVING after {timeout:.0f} s")
-
-
-def stop_processes(processes: list[ServiceProcess], timeout: float = 10.0) -> None:
-    """SIGTERM to all (the servers drain for up to 5 s), then SIGKILL to any
-    still running after `timeout`."""
-    for process in processes:
-        if process.alive():
-            process.popen.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for process in processes:
-        if process.popen is None:
-            continue
-        try:
-            process.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.popen.kill()
-            process.popen.wait(timeout=timeout)
 
 
 class LocalCluster:
@@ -250,8 +227,10 @@ class LocalCluster:
         deadline_seconds, max_in_flight, store; the store defaults to
         runs.sqlite in the log folder).
     gateway_port: 0 lets the OS choose.
-    log_dir: where logs and gateway.yaml go (default: a temporary folder,
-        removed on stop).
+    log_dir: where logs, gateway.yaml and supervisord's files go (default: a
+        temporary folder, removed on stop).
+    stop_timeout: how long each process may drain after SIGTERM before
+        supervisord sends SIGKILL.
     """
 
     def __init__(
@@ -287,6 +266,7 @@ class LocalCluster:
         self.processes: list[ServiceProcess] = []
         self.gateway: ServiceProcess | None = None
         self.config_path: Path | None = None
+        self.supervisor: Supervisor | None = None
 
     # -- queries -------------------------------------------------------------
 
@@ -312,6 +292,7 @@ class LocalCluster:
             "families": {family: [p.address for p in self.replicas(family)] for family in self.families},
             "config": str(self.config_path) if self.config_path else None,
             "logs": str(self.log_dir) if self.log_dir else None,
+            "supervisor": str(self.supervisor.config_path) if self.supervisor else None,
         }
 
     # -- life cycle ----------------------------------------------------------
@@ -328,27 +309,23 @@ class LocalCluster:
             self.log_dir = Path(tempfile.mkdtemp(prefix="champollion-cluster-"))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         try:
-            for family in self.families:
-                count = self.replica_counts[family]
-                for index in range(1, count + 1):
-                    name = f"{family}-{index}" if count > 1 else family
-                    extra = ["--languages", ",".join(self.languages)] if family == "structural" and self.languages else []
-                    process = ServiceProcess(name, family, self.host, self.log_dir / f"{name}.log", extra)
-                    self.processes.append(process)
-                    self._spawn(process)
-            # Every family starts at once; then each is waited for.
-            for process in self.processes:
-                self._await_port(process)
-            for process in self.processes:
-                self._await_health(process)
+            if self.gateway_port:
+                require_free_port(self.host, self.gateway_port)
+            names = [(family, f"{family}-{index}" if count > 1 else family)
+                     for family, count in self.replica_counts.items() for index in range(1, count + 1)]
+            *ports, gateway_port = free_ports(self.host, len(names) + 1)
+            for (family, name), port in zip(names, ports):
+                extra = ["--languages", ",".join(self.languages)] if family == "structural" and self.languages else []
+                self.processes.append(ServiceProcess(name, family, self.host, self.log_dir / f"{name}.log", extra, port))
             self.config_path = self.write_gateway_config(self.log_dir / "gateway.yaml")
             self.gateway = ServiceProcess(
                 "gateway", "gateway", self.host, self.log_dir / "gateway.log",
-                ["--config", str(self.config_path)], port=self.gateway_port,
+                ["--config", str(self.config_path)], port=self.gateway_port or gateway_port,
             )
-            self._spawn(self.gateway)
-            self._await_port(self.gateway)
-            self._await_health(self.gateway)
+            self.supervisor = supervise([*self.processes, self.gateway], self.log_dir, self.python, self.env,
+                                        self.stop_timeout)
+            for process in [*self.processes, self.gateway]:
+                await_serving(process, self.startup_timeout)
         except BaseException:
             self.stop()
             raise
@@ -360,36 +337,58 @@ class LocalCluster:
         path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return path
 
-    def _spawn(self, process: ServiceProcess, append: bool = False) -> None:
-        start_process(process, self.python, self.env, append)
+    def kill(self, process: ServiceProcess, signum: int = signal.SIGKILL) -> int:
+        """Sends `signum` to the process (SIGKILL: no goodbye to its clients)
+        and, for a signal that ends it, waits until supervisord has seen it
+        die; supervisord then starts it again (`restart` waits for that).
+        Returns the pid signalled."""
+        pid = process.pid
+        if pid is None:
+            raise ClusterError(f"{process.name} is not running")
+        os.kill(pid, signum)
+        if signum in (signal.SIGKILL, signal.SIGTERM):
+            deadline = time.monotonic() + self.stop_timeout + 5
+            while process.pid == pid:
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"{process.name} (pid {pid}) did not end after signal {signum}")
+                time.sleep(0.02)
+        return pid
 
-    def _await_port(self, process: ServiceProcess) -> None:
-        await_port(process, self.startup_timeout)
-
-    def _await_health(self, process: ServiceProcess) -> None:
-        await_serving(process, self.startup_timeout)
-
-    def kill(self, process: ServiceProcess, signum: int = signal.SIGKILL) -> None:
-        """Sends `signum` (SIGKILL: no goodbye to its clients) and reaps it."""
-        if process.alive():
-            process.popen.send_signal(signum)
-            process.popen.wait(timeout=self.stop_timeout)
+    def stop_process(self, process: ServiceProcess) -> None:
+        """Stops the process through supervisord, which keeps it down until `restart`."""
+        self.supervisor.stop_program(process.name)
 
     def restart(self, process: ServiceProcess) -> None:
-        """Starts a stopped process again on the same port (its log continues)."""
-        if process.alive():
-            raise ClusterError(f"{process.name} is still running")
-        self._spawn(process, append=True)
-        self._await_health(process)
+        """Waits until the process serves again: restarted by supervisord after
+        it died, or started again after `stop_process` (same port, its log
+        continues); for a family, until the gateway reaches it again too."""
+        if process.state() in ("STOPPED", "EXITED", "FATAL"):
+            self.supervisor.start_program(process.name)
+        await_serving(process, self.startup_timeout)
+        if process is not self.gateway:
+            self.await_reached(process.family)
 
-    def _terminate(self, processes: list[ServiceProcess]) -> None:
-        stop_processes(processes, self.stop_timeout)
+    def await_reached(self, family: str) -> None:
+        """Waits until the gateway's Describe reaches `family` (its channel
+        redials a lost replica every second)."""
+        deadline = time.monotonic() + self.startup_timeout
+        with grpc.insecure_channel(self.gateway_address) as channel:
+            stub = gateway_pb2_grpc.GatewayStub(channel)
+            while time.monotonic() < deadline:
+                try:
+                    statuses = stub.Describe(family_pb2.DescribeRequest(), timeout=10).families
+                except grpc.RpcError:
+                    statuses = []
+                if any(status.family == family and status.reachable for status in statuses):
+                    return
+                time.sleep(0.1)
+        raise ClusterError(f"the gateway does not reach {family} after {self.startup_timeout:.0f} s")
 
     def stop(self) -> None:
-        """The gateway first (no run is left half-sent), then every family."""
-        if self.gateway is not None:
-            self._terminate([self.gateway])
-        self._terminate(self.processes)
+        """supervisord stops the gateway first (no run is left half-sent),
+        then every family, then exits."""
+        if self.supervisor is not None:
+            self.supervisor.shutdown()
         if self._own_log_dir and self.log_dir is not None:
             shutil.rmtree(self.log_dir, ignore_errors=True)
             self.log_dir = None
@@ -434,13 +433,15 @@ def cluster_from_args(args: argparse.Namespace) -> LocalCluster:
     gateway = {"batch_size": args.batch_size} if args.batch_size else {}
     if args.store:
         gateway["store"] = args.store
+    # Each server drains for up to 25 s on SIGTERM; supervisord waits as long before SIGKILL.
     return LocalCluster(families, replicas, host=args.host, languages=languages, gateway=gateway,
-                        gateway_port=args.port, log_dir=args.log_dir)
+                        gateway_port=args.port, log_dir=args.log_dir, stop_timeout=25)
 
 
 def run(args: argparse.Namespace) -> int:
     """Starts the cluster, prints its addresses (JSON on stdout), keeps it up
-    until Ctrl-C or SIGTERM, then stops every process."""
+    until Ctrl-C or SIGTERM, printing a line on stderr for each process
+    supervisord restarts, then stops every process."""
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -451,16 +452,17 @@ def run(args: argparse.Namespace) -> int:
         with cluster:
             print(json.dumps(cluster.addresses(), indent=2), flush=True)
             print(f"gateway at {cluster.gateway_address}; Ctrl-C stops the cluster", file=sys.stderr, flush=True)
-            reported: set[str] = set()
-            while True:
-                for process in cluster.processes:
-                    if not process.alive() and process.name not in reported:
-                        reported.add(process.name)
-                        print(f"{process.name} exited with status {process.popen.returncode}", file=sys.stderr, flush=True)
-                if cluster.gateway is not None and not cluster.gateway.alive():
-                    print("the gateway exited; stopping", file=sys.stderr)
-                    return 1
-                time.sleep(1.0)
+            watch = RestartWatch({p.name: p.log_path for p in [*cluster.processes, cluster.gateway]})
+            while cluster.supervisor.running():
+                try:
+                    states = cluster.supervisor.states()
+                except (OSError, xmlrpc.client.Fault):
+                    states = {}  # shutting down: the loop ends with supervisord
+                for line in watch.notices(states):
+                    print(line, file=sys.stderr, flush=True)
+                time.sleep(0.5)
+            print("champollion: error: supervisord exited; the cluster is down", file=sys.stderr)
+            return 1
     except KeyboardInterrupt:
         return 0
     except ClusterError as error:

@@ -19,6 +19,18 @@ from gateway.card.usage import TOKEN_FIELDS
 
 # How many uncounted usage keys a warning names, at most.
 NAMED_KEYS = 10
+# The largest token total a run card holds (its fields are int64).
+MAX_TOKEN_TOTAL = 2**63 - 1
+
+
+class TokenTotalOverflow(ValueError):
+    """Adding an entry's usage would take the run's total of token field
+    `name` past MAX_TOKEN_TOTAL."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.reason = f"the run's total would pass {MAX_TOKEN_TOTAL}, the largest a run card holds"
+        super().__init__(f"{name}: {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -80,12 +92,17 @@ class UsageTally:
         return tally
 
     def add(self, entry: EntryUsage) -> None:
+        """Raises TokenTotalOverflow, counting nothing of `entry`, when a
+        token total would pass what a run card holds."""
+        sums = {name: self.token_sums.get(name, 0) + count for name, count in (entry.usage or {}).items()}
+        for name, total in sums.items():
+            if total > MAX_TOKEN_TOTAL:
+                raise TokenTotalOverflow(name)
         self.entries += 1
         self.source_chars += entry.source_chars
         if entry.usage is not None:
             self.with_usage += 1
-            for name, count in entry.usage.items():
-                self.token_sums[name] = self.token_sums.get(name, 0) + count
+            self.token_sums.update(sums)
         if entry.cost_usd is not None:
             cost = entry.cost_usd
         elif self.pricing is not None and entry.usage is not None:

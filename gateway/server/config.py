@@ -11,6 +11,9 @@ stack:
     batch_size: 256
     deadline_seconds: 300
     max_in_flight: 16
+    max_concurrent_runs: 16         # runs scored at once; more wait in a queue
+    max_queued_runs: 48             # runs waiting for a turn; more get RESOURCE_EXHAUSTED
+    max_text_chars: 20000           # per source, reference, prediction, raw_prediction, variant
     store: sqlite:////var/lib/champollion/runs.sqlite   # or postgresql://...; absent: no store
     tls_ca: /etc/champollion/tls/ca.crt  # families over TLS, trusting this CA; absent: plaintext
 """
@@ -41,6 +44,18 @@ class GatewayConfig:
     # ScoreBatch calls of one run in flight at once, across its families; an
     # upload is read no further ahead than that.
     max_in_flight: int = 16
+    # Admission (gateway.server.admission): runs scored at once, and runs
+    # waiting for a turn; a run beyond both is refused at once with
+    # RESOURCE_EXHAUSTED. Measured with `serve` (every family in the
+    # gateway's process) on 2 cores, 200 concurrent runs of 216 entries: all
+    # at once starve the event loop and 90 calls end CANCELLED; 16 + 48 score
+    # 64 (the last after 53 s) and refuse 136 within 4 s; 4 + 16 score only
+    # 20 in 35 s (the semantic family batches across concurrent runs).
+    max_concurrent_runs: int = 16
+    max_queued_runs: int = 48
+    # Longest text (characters) of a source, reference, prediction,
+    # raw_prediction or variant: per-entry work stays bounded.
+    max_text_chars: int = 20_000
     # Run store URL (gateway/store): every run card is stored there. None: the
     # gateway stores nothing and its ListRuns / GetRun / Leaderboard answer
     # UNAVAILABLE.
@@ -54,6 +69,9 @@ class GatewayConfig:
         _check_families(self.families)
         _check_count("batch_size", self.batch_size)
         _check_count("max_in_flight", self.max_in_flight)
+        _check_count("max_concurrent_runs", self.max_concurrent_runs)
+        _check_count("max_queued_runs", self.max_queued_runs, least=0)
+        _check_count("max_text_chars", self.max_text_chars)
         deadline = self.deadline_seconds
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 0 < deadline < math.inf:
             raise ConfigError(f"deadline_seconds: must be a positive number of seconds, got {deadline!r}")
@@ -127,9 +145,9 @@ def _check_families(families) -> None:
             _check_address(f"families.{name}.default", target["default"])
 
 
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name}: must be a whole number of at least 1, got {value!r}")
+def _check_count(name: str, value, least: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError(f"{name}: must be a whole number of at least {least}, got {value!r}")
 
 
 def read_yaml(path: str | Path):

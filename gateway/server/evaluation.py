@@ -49,7 +49,7 @@ class ScoredRun:
 
 
 def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
-                     unrouted: dict[str, str]) -> list[str]:
+                     unrouted: dict[str, str], slow: set[str]) -> list[str]:
     warnings = []
     for family in FAMILIES:
         keys = ", ".join(FAMILY_SCORE_KEYS[family])
@@ -59,6 +59,9 @@ def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
             warnings.append(f"family {family!r} is not configured: {keys} are null")
         elif family in failures:
             warnings.append(f"family {family!r} failed ({failures[family]}): {keys} are null")
+        elif family in slow:
+            warnings.append(f"family {family!r} was slow: a batch overran its call deadline and was sent "
+                            "once more; its scores are complete")
     return warnings
 
 
@@ -84,18 +87,19 @@ async def evaluate(
     clients: dict[str, FamilyClient],
     unrouted: dict[str, str],
     spill: RunSpill,
-    on_progress: Callable[[int, int, bool], None] | None = None,
+    on_progress: Callable[[int, int, bool, list[str]], None] | None = None,
 ) -> ScoredRun:
     """Scores a run whose header `intake` has validated, its entries coming
-    from the first part and `later_parts`, batches scored while they come."""
+    from the first part and `later_parts`, batches scored while they come.
+    `on_progress(done, total, upload_complete, slow_families)`."""
     run_id = uuid.uuid4().hex
     header = intake.header
     batch_size = header.options.batch_size or config.batch_size
     upload_complete = False
 
-    def progress(done: int, total: int) -> None:
+    def progress(done: int, total: int, slow: list[str]) -> None:
         if on_progress is not None:
-            on_progress(done, total, upload_complete)
+            on_progress(done, total, upload_complete, slow)
 
     fan_out = FanOut(clients, config.max_in_flight, spill.add_response, progress)
     try:
@@ -104,7 +108,7 @@ async def evaluate(
             await fan_out.submit(index, batch)
             index += 1
         upload_complete = True
-        progress(fan_out.answered, fan_out.scheduled)
+        progress(fan_out.answered, fan_out.scheduled, sorted(fan_out.slow))
         await fan_out.finish()
     finally:
         fan_out.cancel()  # nothing left to cancel unless the upload failed
@@ -112,7 +116,7 @@ async def evaluate(
 
     seed = header.options.seed if header.options.HasField("seed") else DEFAULT_SEED
     resamples = header.options.bootstrap_resamples or DEFAULT_RESAMPLES
-    warnings = _family_warnings(clients, fan_out.failures, unrouted)
+    warnings = _family_warnings(clients, fan_out.failures, unrouted, fan_out.slow)
     # Everything below is CPU-bound: off the event loop, which in the
     # embedded stack also serves the families.
     merged = await asyncio.to_thread(merge_statistics, spill, answered, intake.tally.total)

@@ -14,12 +14,15 @@ from typing import Callable
 import grpc
 
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
-from champollion.serving import MAX_MESSAGE_BYTES
+from champollion.serving import KEEPALIVE_SECONDS, MAX_MESSAGE_BYTES
 
 # gRPC's own machinery for replicas (no home-made balancer): round_robin over
 # every address the target resolves to (a Kubernetes headless Service, or
 # "ipv4:host:port,host:port"), and retries of the idempotent ScoreBatch and
 # Describe on UNAVAILABLE, which the next attempt sends to another replica.
+# A family's ACK comes from gRPC's own threads, not from Python, so a busy
+# replica still answers pings; only a frozen or unreachable one stays silent.
+PING_TIMEOUT_SECONDS = 4
 SERVICE_CONFIG = {
     "loadBalancingConfig": [{"round_robin": {}}],
     "methodConfig": [{
@@ -44,11 +47,36 @@ CHANNEL_OPTIONS = [
     ("grpc.retry_buffer_size", 256 * 1024 * 1024),
     # Replicas added behind a headless Service are seen within 10 s.
     ("grpc.dns_min_time_between_resolutions_ms", 10_000),
-    # Find dead connections to idle replicas before a batch is sent there.
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
+    # A replica that stops answering (frozen, its machine gone) is found by
+    # its silence to HTTP/2 pings within about 6 s, idle or mid-call: its
+    # connection is dropped, its calls fail UNAVAILABLE and the retry policy
+    # sends them to another replica. The servers accept pings this often
+    # (champollion.serving.SERVER_OPTIONS). gRPC 1.62 waits for a keepalive
+    # ping's answer as long as for any ping (ping_timeout_ms, default 60 s),
+    # so both are set.
+    ("grpc.keepalive_time_ms", KEEPALIVE_SECONDS * 1000),
+    ("grpc.keepalive_timeout_ms", PING_TIMEOUT_SECONDS * 1000),
+    ("grpc.http2.ping_timeout_ms", PING_TIMEOUT_SECONDS * 1000),
     ("grpc.keepalive_permit_without_calls", 1),
+    # Keep pinging during a long batch, when no data flows (gRPC's default
+    # stops after two pings without data).
+    ("grpc.http2.max_pings_without_data", 0),
+    # A replica that died is dialled again every second (gRPC's default backs
+    # off to 2 minutes), so one restarted by supervisord or Kubernetes serves
+    # the next run.
+    ("grpc.initial_reconnect_backoff_ms", 1000),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
+
+# A call's deadline grows with its batch, capped by the config's
+# deadline_seconds: a small batch stuck somewhere is given up on (and sent
+# once more) long before a 256-entry batch could be.
+CALL_BASE_SECONDS = 30.0
+CALL_SECONDS_PER_ENTRY = 1.0
+
+
+def call_deadline(entries: int, cap_seconds: float) -> float:
+    return min(cap_seconds, CALL_BASE_SECONDS + CALL_SECONDS_PER_ENTRY * entries)
 
 
 class FamilyClient:
@@ -67,14 +95,8 @@ class FamilyClient:
         self._stub = family_pb2_grpc.FamilyStub(self._channel)
 
     async def score_batch(self, request: family_pb2.ScoreBatchRequest) -> family_pb2.ScoreBatchResponse:
-        """One batch, with one more try when a replica overran the deadline
-        (gRPC's retry policy covers UNAVAILABLE, not an expired deadline)."""
-        try:
-            return await self._stub.ScoreBatch(request, timeout=self.deadline_seconds)
-        except grpc.aio.AioRpcError as error:
-            if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise
-            return await self._stub.ScoreBatch(request, timeout=self.deadline_seconds)
+        """One try, its deadline scaled to the batch (FanOut tries once more)."""
+        return await self._stub.ScoreBatch(request, timeout=call_deadline(len(request.entries), self.deadline_seconds))
 
     async def describe(self, timeout: float = 5.0) -> family_pb2.FamilyDescription:
         return await self._stub.Describe(family_pb2.DescribeRequest(), timeout=timeout)
@@ -91,7 +113,11 @@ def _check_complete(request: family_pb2.ScoreBatchRequest, response: family_pb2.
 
 
 def _describe_failure(error: BaseException) -> str:
+    """Why a family failed, for the run card: gRPC's own details of an
+    unreachable service name internal addresses, so they are left out."""
     if isinstance(error, grpc.aio.AioRpcError):
+        if error.code() == grpc.StatusCode.UNAVAILABLE:
+            return "UNAVAILABLE: its service could not be reached"
         return f"{error.code().name}: {error.details()}"
     return f"{type(error).__name__}: {error}"
 
@@ -104,6 +130,8 @@ class FanOut:
     Answers go to `store(family, batch_index, response)` as they come. A
     family that fails any batch is failed as a whole: its other calls are
     cancelled, no further batch is sent to it, and `failures` says why.
+    A family that overran a call's deadline is in `slow` (and in progress
+    reports) from then on, whether its second try succeeds or not.
     """
 
     def __init__(
@@ -111,7 +139,7 @@ class FanOut:
         clients: dict[str, FamilyClient],
         max_in_flight: int,
         store: Callable[[str, int, family_pb2.ScoreBatchResponse], None],
-        on_progress: Callable[[int, int], None] | None = None,
+        on_progress: Callable[[int, int, list[str]], None] | None = None,
     ):
         self._clients = clients
         self._slots = asyncio.Semaphore(max_in_flight)
@@ -119,6 +147,7 @@ class FanOut:
         self._on_progress = on_progress
         self._tasks: dict[str, set[asyncio.Task]] = {name: set() for name in clients}
         self.failures: dict[str, str] = {}
+        self.slow: set[str] = set()
         self.scheduled = 0
         self.answered = 0
 
@@ -140,7 +169,7 @@ class FanOut:
 
     async def _call(self, client: FamilyClient, index: int, batch: family_pb2.ScoreBatchRequest) -> None:
         try:
-            response = await client.score_batch(batch)
+            response = await self._score(client, batch)
             _check_complete(batch, response)
         except Exception as error:  # any failed batch fails the family
             self._fail(client.name, _describe_failure(error))
@@ -159,9 +188,23 @@ class FanOut:
             if task is not current:
                 task.cancel()
 
+    async def _score(self, client: FamilyClient, batch: family_pb2.ScoreBatchRequest) -> family_pb2.ScoreBatchResponse:
+        """One more try when a replica overran the deadline (gRPC's retry
+        policy covers UNAVAILABLE, not an expired deadline); the family is
+        reported slow from then on."""
+        try:
+            return await client.score_batch(batch)
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+        if client.name not in self.slow:
+            self.slow.add(client.name)
+            self._report()
+        return await client.score_batch(batch)
+
     def _report(self) -> None:
         if self._on_progress is not None:
-            self._on_progress(self.answered, self.scheduled)
+            self._on_progress(self.answered, self.scheduled, sorted(self.slow))
 
     async def finish(self) -> None:
         """Waits for every call sent. A family's failure is in `failures`;

@@ -20,10 +20,11 @@ from champollion.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
 from gateway.card.breakdowns import provenance_key
 from gateway.card.contamination import Coaching, ContaminationCheck
-from gateway.card.costs import EntryUsage, Pricing, UsageTally
+from gateway.card.costs import EntryUsage, Pricing, TokenTotalOverflow, UsageTally
 from gateway.card.usage import UsageReading
 from gateway.server.spill import RunSpill
 from gateway.server.validation import (
+    DEFAULT_MAX_TEXT_CHARS,
     InvalidRun,
     ValidatedRun,
     check_entry,
@@ -103,9 +104,12 @@ def _batch_entry(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Predict
 
 
 class RunIntake:
-    def __init__(self, first_part: gateway_pb2.EvaluateRequest, cards: CardRegistry, spill: RunSpill):
-        """Validates the run's header, carried by `first_part`."""
+    def __init__(self, first_part: gateway_pb2.EvaluateRequest, cards: CardRegistry, spill: RunSpill,
+                 max_text_chars: int = DEFAULT_MAX_TEXT_CHARS):
+        """Validates the run's header, carried by `first_part`; no text of
+        an entry may be longer than `max_text_chars`."""
         self.run: ValidatedRun = check_header(first_part, cards)
+        self._max_text_chars = max_text_chars
         self.header = gateway_pb2.EvaluateRequest()
         self.header.CopyFrom(first_part)
         del self.header.corpus.entries[:]
@@ -121,8 +125,8 @@ class RunIntake:
         # copy, so that the part they came in is not kept alive).
         self._early: dict[str, tuple[int, gateway_pb2.Prediction]] = {}
         # Usage of the predictions whose entries are not readied yet, by id,
-        # as validation read it (read once).
-        self._usage: dict[str, UsageReading] = {}
+        # as validation read it (read once), with the prediction's index.
+        self._usage: dict[str, tuple[int, UsageReading]] = {}
         # Entries whose part, and the parts before it, had no prediction for them.
         self._unpredicted: set[str] = set()
         self._entries_seen = 0
@@ -186,7 +190,7 @@ class RunIntake:
         for entry in part.corpus.entries:
             index = self._entries_seen
             self._entries_seen += 1
-            check_entry(entry, index)
+            check_entry(entry, index, self._max_text_chars)
             if entry.id in entries or self._spill.has_entry(entry.id):
                 raise InvalidRun(f"corpus.entries[{index}].id", "duplicate entry id", entry.id)
             entries[entry.id] = entry
@@ -194,10 +198,10 @@ class RunIntake:
         for prediction in part.predictions:
             index = self._predictions_seen
             self._predictions_seen += 1
-            reading = check_prediction(prediction, index)
+            reading = check_prediction(prediction, index, self._max_text_chars)
             self._file_prediction(prediction, index, entries, predictions)
             if reading is not None:
-                self._usage[prediction.id] = reading
+                self._usage[prediction.id] = (index, reading)
         for entry_id, entry in entries.items():
             prediction = predictions.get(entry_id)
             if prediction is None and entry_id in self._early:
@@ -246,5 +250,10 @@ class RunIntake:
         if entry.domain:
             tally.domains[entry.domain] += 1
         tally.any_variants = tally.any_variants or bool(entry.acceptable_variants)
-        tally.usage.add(_entry_usage(entry, prediction, self._usage.pop(entry.id, None)))
+        index, reading = self._usage.pop(entry.id, (None, None))
+        try:
+            tally.usage.add(_entry_usage(entry, prediction, reading))
+        except TokenTotalOverflow as error:
+            raise InvalidRun(f"predictions[{index}].usage.{error.name}", error.reason,
+                             entry.id) from None
         self._ready.append(batch_entry)

@@ -19,7 +19,8 @@ from gateway.card.metrics import FAMILIES
 from gateway.card.redaction import tier_of
 from gateway.card.run_card import dict_to_message, run_card_to_proto
 from gateway.server import corpora
-from gateway.server.auth import caller_role, require_for_tier
+from gateway.server.admission import Admission
+from gateway.server.auth import MAINTAINER, allows, caller_role, require_for_tier
 from gateway.server.config import GatewayConfig
 from gateway.server.evaluation import ScoredRun, evaluate
 from gateway.server.fanout import FamilyClient
@@ -27,7 +28,7 @@ from gateway.server.intake import RunIntake
 from gateway.server.registered import CorpusRefused, answer_view, registered_run, stored_view
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
-from gateway.server.validation import InvalidRun
+from gateway.server.validation import MAX_RESAMPLES, InvalidRun
 from gateway.store import CorpusConflict, InvalidQuery, RunStore, StoreError, UnknownCorpus, UnknownRun
 
 log = structlog.get_logger()
@@ -55,6 +56,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._clients: dict[tuple[str, str], FamilyClient] = {}
         self._family_credentials = config.family_credentials()  # None: plaintext
         self.store = GatewayStore(config.store) if config.store else None
+        self.admission = Admission(config.max_concurrent_runs, config.max_queued_runs)
 
     def _client(self, family: str, address: str) -> FamilyClient:
         key = (family, address)
@@ -91,7 +93,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             registered = await registered_run(first_part, later_parts, self.store, caller_role(context))
             if registered is not None:
                 first_part, later_parts = registered.header, registered.parts
-            intake = RunIntake(first_part, self.cards, spill)
+            intake = RunIntake(first_part, self.cards, spill, self.config.max_text_chars)
             clients, unrouted = self.clients_for(intake.run.target.code)
             scored = await evaluate(intake, later_parts, self.config, clients, unrouted, spill, on_progress)
         except InvalidRun as error:
@@ -127,27 +129,31 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             yield chunk
 
     async def Evaluate(self, request, context):
-        with RunSpill() as spill:
-            scored = await self._score(request, _no_more_parts(), context, spill)
-            view = answer_view(scored.card)
-            card = await asyncio.to_thread(run_card_to_proto, view.card)
-            if view.entries:
-                async for chunk in self._entry_chunks(scored):
-                    card.entries.extend(chunk)
+        async with self.admission.turn(context):
+            with RunSpill() as spill:
+                scored = await self._score(request, _no_more_parts(), context, spill)
+                view = answer_view(scored.card)
+                card = await asyncio.to_thread(run_card_to_proto, view.card)
+                if view.entries:
+                    async for chunk in self._entry_chunks(scored):
+                        card.entries.extend(chunk)
         return gateway_pb2.EvaluateResponse(run_card=card)
 
     async def EvaluateStream(self, request, context):
-        async for message in self._stream(request, _no_more_parts(), context):
-            yield message
+        async with self.admission.turn(context):
+            async for message in self._stream(request, _no_more_parts(), context):
+                yield message
 
     async def EvaluateUpload(self, request_iterator, context):
-        parts = request_iterator.__aiter__()
-        try:
-            first_part = await parts.__anext__()
-        except StopAsyncIteration:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the upload carried no part")
-        async for message in self._stream(first_part, parts, context):
-            yield message
+        # Admitted before any part is read: a refused upload costs nothing.
+        async with self.admission.turn(context):
+            parts = request_iterator.__aiter__()
+            try:
+                first_part = await parts.__anext__()
+            except StopAsyncIteration:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the upload carried no part")
+            async for message in self._stream(first_part, parts, context):
+                yield message
 
     async def _stream(self, first_part, later_parts, context):
         """Progress while scoring (coalesced: the newest counts when the
@@ -155,9 +161,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         latest: list[gateway_pb2.EvaluateProgress] = []
         changed = asyncio.Event()
 
-        def on_progress(done: int, total: int, upload_complete: bool) -> None:
+        def on_progress(done: int, total: int, upload_complete: bool, slow_families: list[str]) -> None:
             latest[:] = [gateway_pb2.EvaluateProgress(
-                batches_done=done, batches_total=total, upload_complete=upload_complete)]
+                batches_done=done, batches_total=total, upload_complete=upload_complete,
+                slow_families=slow_families)]
             changed.set()
 
         with RunSpill() as spill:
@@ -182,6 +189,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                     yield gateway_pb2.EvaluateProgress(entries=chunk)
 
     async def Compare(self, request, context):
+        if request.seed < 0 or not 0 <= request.resamples <= MAX_RESAMPLES:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"seed must not be negative and resamples must be "
+                                                                  f"0 (default) to {MAX_RESAMPLES}")
         seed = request.seed if request.HasField("seed") else DEFAULT_SEED
         resamples = request.resamples or DEFAULT_RESAMPLES
         baseline = await self._comparable(request.baseline, request.baseline_run_id, context)
@@ -278,18 +288,20 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             yield part
 
     async def Describe(self, request, context):
+        maintainer = allows(caller_role(context), MAINTAINER)
         families = []
         for name in FAMILIES:
             addresses = self.config.addresses(name)
             if not addresses:
                 families.append(gateway_pb2.FamilyStatus(family=name, error="not configured"))
             for address in addresses:
-                status = gateway_pb2.FamilyStatus(family=name, address=address)
+                # Internal addresses are for maintainers (gRPC's details name them too).
+                status = gateway_pb2.FamilyStatus(family=name, address=address if maintainer else "")
                 try:
                     status.description.CopyFrom(await self._client(name, address).describe())
                     status.reachable = True
                 except grpc.aio.AioRpcError as error:
-                    status.error = f"{error.code().name}: {error.details()}"
+                    status.error = f"{error.code().name}: {error.details()}" if maintainer else error.code().name
                 families.append(status)
         languages = [
             gateway_pb2.LanguageInfo(code=c.code, name=c.name, profile=c.profile,

@@ -1,8 +1,12 @@
 """A run's scratch store on disk: what the gateway must keep of every entry
 until the run card is out, but need not hold in memory.
 
-One SQLite database per run, in a temporary directory (``$TMPDIR``) removed
-when the run ends. It holds each entry's id, reference, difficulty and
+One SQLite database per run, removed when the run ends, in one folder per
+user (``$TMPDIR/champollion-spill-<uid>/``, or the ``directory`` given) where
+a restarted gateway finds what a killed one left: each file is named after
+its gateway's process id and flock()ed while in use, and ``remove_stale``
+(at gateway start) deletes those whose lock is free and whose process is
+gone. It holds each entry's id, reference, difficulty and
 error, and every family's answers as serialized ScoreBatchResponse messages.
 SQLite gives the two things a large run needs without loading it: a unique
 index (duplicate ids) and a sort on disk (the corpus version hashes the
@@ -10,10 +14,14 @@ entries sorted by id).
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+import re
 import sqlite3
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -36,19 +44,66 @@ CREATE TABLE responses (
 """
 
 
+_SPILL_NAME = re.compile(r"run-(\d+)-[0-9a-f]{32}\.sqlite")
+
+
+def default_directory() -> Path:
+    return Path(tempfile.gettempdir()) / f"champollion-spill-{os.getuid()}"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def remove_stale(directory: Path | None = None) -> list[Path]:
+    """Deletes the spills of gateways that are gone (killed before their runs
+    ended); those in use are locked by their gateway and stay. Returns what
+    was removed."""
+    directory = directory or default_directory()
+    removed = []
+    for path in directory.glob("run-*.sqlite") if directory.is_dir() else ():
+        match = _SPILL_NAME.fullmatch(path.name)
+        if match is None or _process_alive(int(match.group(1))):
+            continue
+        try:
+            with open(path, "rb") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                path.unlink()
+        except (BlockingIOError, FileNotFoundError):
+            continue  # in use after all, or removed by another gateway
+        removed.append(path)
+    return removed
+
+
 class RunSpill:
-    def __init__(self):
-        self._directory = tempfile.TemporaryDirectory(prefix="champollion-run-")
+    def __init__(self, directory: Path | None = None):
+        directory = directory or default_directory()
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._path = directory / f"run-{os.getpid()}-{uuid.uuid4().hex}.sqlite"
+        # Locked before SQLite opens it, held until it is deleted (flock and
+        # SQLite's own fcntl locks do not interfere).
+        self._lock = open(self._path, "xb")
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
         # Written from the event loop, read from one worker thread afterwards;
         # never both at once.
-        self._path = Path(self._directory.name) / "run.sqlite"
         self._db = sqlite3.connect(self._path, check_same_thread=False)
         # Scratch data: no journal, no fsync.
         self._db.executescript("PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;" + _SCHEMA)
 
+    @property
+    def path(self) -> Path:
+        return self._path
+
     def close(self) -> None:
         self._db.close()
-        self._directory.cleanup()
+        self._path.unlink(missing_ok=True)
+        self._lock.close()
 
     def size_bytes(self) -> int:
         return self._path.stat().st_size

@@ -16,6 +16,21 @@ from gateway.card.costs import parse_timestamp
 from gateway.card.usage import TOKEN_FIELDS, UsageReading, UsageValueError, read_usage
 
 MAX_RESAMPLES = 100_000
+# Limits on one input's size (README "Limits"), so that the work an entry
+# costs every family, and the memory a run holds, stay bounded.
+DEFAULT_MAX_TEXT_CHARS = 20_000  # a source, reference, variant, prediction (GatewayConfig.max_text_chars)
+MAX_TOKEN_CHARS = 1_000  # a run of characters without whitespace, in any text
+MAX_ID_CHARS = 256
+MAX_LANGUAGE_CHARS = 32
+# Error messages echo a value sent at most this long: a 1 MB id must not
+# make a 1 MB message (which gRPC would refuse to send).
+ECHO_CHARS = 80
+
+
+def shown(value) -> str:
+    """`value` as an error message quotes it: its repr, cut to ECHO_CHARS."""
+    text = repr(value)
+    return text if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS - 3]}..."
 
 
 class InvalidRun(ValueError):
@@ -26,7 +41,7 @@ class InvalidRun(ValueError):
         self.field = field
         self.entry_id = entry_id
         self.message = message
-        where = f"{field} (id {entry_id!r})" if entry_id else field
+        where = f"{field} (id {shown(entry_id)})" if entry_id else field
         super().__init__(f"{where}: {message}")
 
 
@@ -46,10 +61,31 @@ def _finite_non_negative(value: float, field: str, entry_id: str | None = None) 
 def _language(cards: CardRegistry, code: str, field: str) -> LanguageCard:
     if not code:
         raise InvalidRun(field, "is required")
+    if len(code) > MAX_LANGUAGE_CHARS:
+        raise InvalidRun(field, f"a language code of {len(code)} characters (at most {MAX_LANGUAGE_CHARS}): {shown(code)}")
     try:
         return cards.get(code)
     except UnknownLanguage:
-        raise InvalidRun(field, f"unknown language code {code!r} (no language card)") from None
+        raise InvalidRun(field, f"unknown language code {shown(code)} (no language card)") from None
+
+
+def check_id(value: str, field: str) -> None:
+    """An entry's or a prediction's id: given, and short."""
+    if not value:
+        raise InvalidRun(field, "is required")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidRun(field, f"an id of {len(value)} characters (at most {MAX_ID_CHARS})", value)
+
+
+def check_text(text: str, field: str, entry_id: str | None, max_chars: int) -> None:
+    """A text every family reads: at most `max_chars` characters, and no
+    token (characters between whitespace) over MAX_TOKEN_CHARS."""
+    if len(text) > max_chars:
+        raise InvalidRun(field, f"a text of {len(text)} characters (at most {max_chars})", entry_id)
+    longest = max(map(len, text.split()), default=0)
+    if longest > MAX_TOKEN_CHARS:
+        raise InvalidRun(field, f"a token of {longest} characters without whitespace (at most "
+                                f"{MAX_TOKEN_CHARS})", entry_id)
 
 
 def _check_term(term, field: str, entry_id: str | None = None) -> None:
@@ -57,11 +93,14 @@ def _check_term(term, field: str, entry_id: str | None = None) -> None:
         raise InvalidRun(field, "source and target must be non-empty strings", entry_id)
 
 
-def check_entry(entry: gateway_pb2.CorpusEntry, index: int) -> None:
+def check_entry(entry: gateway_pb2.CorpusEntry, index: int, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> None:
     """One corpus entry on its own; `index` counts entries across upload parts."""
     path = f"corpus.entries[{index}]"
-    if not entry.id:
-        raise InvalidRun(f"{path}.id", "is required")
+    check_id(entry.id, f"{path}.id")
+    for name in ("source", "reference"):
+        check_text(getattr(entry, name), f"{path}.{name}", entry.id, max_text_chars)
+    for variant_index, variant in enumerate(entry.acceptable_variants):
+        check_text(variant, f"{path}.acceptable_variants[{variant_index}]", entry.id, max_text_chars)
     if not entry.source.strip():
         raise InvalidRun(f"{path}.source", "must be a non-empty string", entry.id)
     if not entry.reference.strip():
@@ -91,14 +130,17 @@ def _usage_of(prediction: gateway_pb2.Prediction, path: str) -> UsageReading | N
         raise InvalidRun(f"{path}.usage.{error.key}", error.message, prediction.id) from None
 
 
-def check_prediction(prediction: gateway_pb2.Prediction, index: int) -> UsageReading | None:
+def check_prediction(prediction: gateway_pb2.Prediction, index: int,
+                     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS) -> UsageReading | None:
     """One prediction on its own; returns its token usage read into the
     spec's fields (None without usage). Whether its id names a corpus entry,
     once, is the intake's to check (gateway.server.intake)."""
     path = f"predictions[{index}]"
     entry_id = prediction.id
-    if not entry_id:
-        raise InvalidRun(f"{path}.id", "is required")
+    check_id(entry_id, f"{path}.id")
+    for name in ("prediction", "raw_prediction"):
+        if prediction.HasField(name):
+            check_text(getattr(prediction, name), f"{path}.{name}", entry_id, max_text_chars)
     if not prediction.HasField("prediction") and not prediction.HasField("error"):
         raise InvalidRun(f"{path}.prediction", "missing (send `error` for an entry the method failed on)", entry_id)
     if prediction.HasField("latency_s"):
@@ -119,7 +161,7 @@ def _validate_meta(meta: gateway_pb2.RunMeta) -> None:
             try:
                 times[name] = parse_timestamp(getattr(meta, name))
             except ValueError:
-                raise InvalidRun(f"meta.{name}", f"not an ISO-8601 timestamp: {getattr(meta, name)!r}") from None
+                raise InvalidRun(f"meta.{name}", f"not an ISO-8601 timestamp: {shown(getattr(meta, name))}") from None
     if len(times) == 2:
         try:
             backwards = times["time_end"] < times["time_start"]
@@ -158,6 +200,9 @@ def check_header(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) -> V
         raise InvalidRun("options.batch_size", f"must not be negative, got {request.options.batch_size}")
     if not 0 <= request.options.bootstrap_resamples <= MAX_RESAMPLES:
         raise InvalidRun("options.bootstrap_resamples", f"must be 0 (default) to {MAX_RESAMPLES}")
+    if request.options.HasField("seed") and request.options.seed < 0:
+        # numpy's generators take no negative seed.
+        raise InvalidRun("options.seed", f"must not be negative, got {request.options.seed}")
     for index, term in enumerate(request.glossary):
         _check_term(term, f"glossary[{index}]")
     return ValidatedRun(source=source, target=target)

@@ -22,17 +22,22 @@ def spacy_code(card: LanguageCard) -> str | None:
     return card.lexicon.spacy
 
 
-@lru_cache(maxsize=None)
-def _lemma_table(code: str) -> dict[str, str]:
+def _lookups_table(code: str, name: str) -> dict:
+    """spacy-lookups-data's table `<code>_<name>`, empty where it has none."""
     try:
         import spacy_lookups_data
     except ImportError as error:
         raise LexiconMissing(f"spaCy word lists are not installed ({error.name})") from None
-    table = Path(spacy_lookups_data.__file__).parent / "data" / f"{code}_lemma_lookup.json.gz"
+    table = Path(spacy_lookups_data.__file__).parent / "data" / f"{code}_{name}.json.gz"
     if not table.is_file():
         return {}
     with gzip.open(table, "rt", encoding="utf-8") as handle:
-        return {form.lower(): lemma.lower() for form, lemma in json.load(handle).items()}
+        return json.load(handle)
+
+
+@lru_cache(maxsize=None)
+def _lemma_table(code: str) -> dict[str, str]:
+    return {form.lower(): lemma.lower() for form, lemma in _lookups_table(code, "lemma_lookup").items()}
 
 
 @lru_cache(maxsize=None)
@@ -63,3 +68,36 @@ def lemma_table(card: LanguageCard) -> dict[str, str]:
     """Lower-cased form -> lemma (spaCy's lookup lemmatizer data); raises LexiconMissing."""
     with _LOCK:
         return _lemma_table(_code(card))
+
+
+@lru_cache(maxsize=None)
+def _like_num(code: str):
+    try:
+        import spacy
+        from spacy.attrs import LIKE_NUM
+    except ImportError:
+        return None
+    return spacy.blank(code).Defaults.lex_attr_getters.get(LIKE_NUM)
+
+
+def number_word_test(card: LanguageCard):
+    """spaCy's test for the language's numerals ("four", "Thirty"), or None
+    where the card names no spaCy language or spaCy has none for it."""
+    code = spacy_code(card)
+    if code is None:
+        return None
+    with _LOCK:
+        return _like_num(code)
+
+
+@lru_cache(maxsize=None)
+def _probabilities(code: str) -> dict[str, float]:
+    return _lookups_table(code, "lexeme_prob")
+
+
+def word_probabilities(card: LanguageCard) -> dict[str, float]:
+    """Word as written -> natural-log probability in a large corpus of the
+    language (spacy-lookups-data's `lexeme_prob`: de, el, en, es); empty where
+    spaCy has none; raises LexiconMissing."""
+    with _LOCK:
+        return _probabilities(_code(card))

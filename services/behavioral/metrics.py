@@ -7,8 +7,16 @@ from champollion.analyzers import AnalyzerRegistry
 from champollion.cards import LanguageCard
 from champollion.words import words_of
 from services.behavioral.code_switching import CodeSwitchDetector
-from services.behavioral.hallucination import hallucinated
-from services.behavioral.lexicons import LexiconMissing, lemma_table, lexicon
+from services.behavioral.detachment import RULE as DETACHED_RULE
+from services.behavioral.detachment import Detachment, detachments
+from services.behavioral.hallucination import MAX_PERIOD, hallucinated
+from services.behavioral.lexicons import (
+    LexiconMissing,
+    lemma_table,
+    lexicon,
+    number_word_test,
+    word_probabilities,
+)
 from services.behavioral.numbers import numbers_in
 from services.behavioral.terminology import applies, lemmatised, rendering_used
 from services.contract import (
@@ -19,6 +27,7 @@ from services.contract import (
     EntryOutput,
     Term,
 )
+from services.semantic.embeddings import EMBEDDING_MODEL, EmbeddingUnavailable, SentenceEmbedder
 
 # Run-level label: renderings per glossary term, in glossary order, so the
 # gateway can read the summed consistency counts term by term.
@@ -32,12 +41,50 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
 
-def _optional_lexicon(card: LanguageCard, role: str, warnings: list[str]) -> frozenset[str] | None:
+def _optional_lexicon(card: LanguageCard) -> frozenset[str] | None:
     try:
         return lexicon(card)
-    except LexiconMissing as error:
-        warnings.append(f"{role} lexicon unavailable ({error}): code-switching found by script only")
+    except LexiconMissing:
         return None
+
+
+def _optional_probabilities(card: LanguageCard) -> dict[str, float]:
+    try:
+        return word_probabilities(card)
+    except LexiconMissing:
+        return {}
+
+
+def _code_switch_detector(source: LanguageCard, target: LanguageCard, analyzer, warnings: list[str]) -> CodeSwitchDetector:
+    """Source words are switches unless the target's word list or analyzer
+    claims them; without either, every shared word counts: warned about."""
+    source_words = _optional_lexicon(source)
+    if source_words is None:
+        warnings.append(f"no {source.code} word list (card lexicon.spacy, spaCy data): code-switching found by "
+                        "script only")
+    target_words = _optional_lexicon(target) if target.code != source.code else None
+    target_uses_latin = any(script.startswith("Latn") for script in target.scripts)
+    # In another script, a source word is found by its letters, whatever the word lists.
+    if (source_words is not None and target_words is None and analyzer is None and target_uses_latin
+            and target.code != source.code):
+        warnings.append(f"code_switching_rate is unreliable for {target.code}: neither a word list (card "
+                        f"lexicon.spacy) nor an analyzer tells its words from {source.code} words, so words both "
+                        "languages share count as switches")
+    return CodeSwitchDetector(
+        source_words=source_words,
+        target_words=target_words,
+        loanwords=frozenset(word.lower() for word in target.loanwords),
+        target_uses_latin=target_uses_latin,
+        accepts=analyzer.accepts if analyzer else None,
+        target_probabilities=_optional_probabilities(target) if target.code != source.code else {},
+        source_probabilities=_optional_probabilities(source),
+    )
+
+
+def _uncovered(context: BatchContext) -> list[str]:
+    """The run's languages the sentence encoder does not cover (card metricModelSupport.embedding)."""
+    return list(dict.fromkeys(card.code for card in (context.source, context.target)
+                              if not card.model_support.embedding))
 
 
 class BehavioralScorer:
@@ -48,14 +95,18 @@ class BehavioralScorer:
         "consistency_score", "number_mismatch_rate",
     )
 
-    def __init__(self, registry: AnalyzerRegistry | None = None):
+    def __init__(self, registry: AnalyzerRegistry | None = None, embedder: SentenceEmbedder | None = None):
         self.registry = registry or AnalyzerRegistry()
+        # The semantic family's encoder, for detached outputs (hallucination_rate).
+        self.embedder = embedder or SentenceEmbedder()
 
     def languages(self) -> list[str]:
         return []
 
     def components(self) -> list[ComponentInfo]:
-        return [ComponentInfo(kind="data", name="spacy-lookups-data", version="lemma lookups + spaCy stop words")]
+        return [ComponentInfo(kind="data", name="spacy-lookups-data", version="lemma lookups + spaCy stop words"),
+                ComponentInfo(kind="model", name=EMBEDDING_MODEL, version=self.embedder.version,
+                              detail=f"detached outputs: {DETACHED_RULE}")]
 
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         source, target = context.source, context.target
@@ -63,13 +114,7 @@ class BehavioralScorer:
         # Warned about here too: this family may run where structural's analyzers are not.
         analyzer = self.registry.for_scoring(target, warnings, if_missing=f"{ANALYZER_USES} without it",
                                              if_caveat=f"{ANALYZER_USES} with it")
-        detector = CodeSwitchDetector(
-            source_words=_optional_lexicon(source, "source", warnings),
-            target_words=_optional_lexicon(target, "target", warnings) if target.code != source.code else None,
-            loanwords=frozenset(word.lower() for word in target.loanwords),
-            target_uses_latin=any(script.startswith("Latn") for script in target.scripts),
-            accepts=analyzer.accepts if analyzer else None,
-        )
+        detector = _code_switch_detector(source, target, analyzer, warnings)
         keep_hyphenated = target.words.keep_hyphenated
         lemmas_of = analyzer.lemmas if analyzer else (lambda _word: set())
         try:
@@ -77,8 +122,10 @@ class BehavioralScorer:
         except LexiconMissing:
             source_lemmas = {}
         glossary = context.glossary
+        detached = self._detachments(entries, context, warnings)
+        is_number_word = number_word_test(source)
         outputs = []
-        for entry in entries:
+        for entry, detachment in zip(entries, detached):
             words = words_of(entry.prediction, keep_hyphenated)
             values: dict = {}
             stats: dict = {}
@@ -87,7 +134,8 @@ class BehavioralScorer:
             values["code_switched_words"] = switched
             stats["code_switching_rate"] = [float(len(switched)), float(len(words))]
 
-            flagged, tokens, reasons = hallucinated(entry.prediction, entry.source, entry.reference)
+            flagged, tokens, reasons = hallucinated(entry.prediction, entry.source, entry.reference, detachment,
+                                                    is_number_word)
             values["hallucination_rate"] = _ratio(flagged, tokens)
             values["hallucination_reasons"] = reasons
             stats["hallucination_rate"] = [float(flagged), float(tokens)]
@@ -101,9 +149,36 @@ class BehavioralScorer:
         labels = {CONSISTENCY_LAYOUT: ",".join(str(len(t.renderings)) for t in glossary)} if glossary else {}
         return BatchOutput(
             entries=outputs, warnings=warnings, labels=labels,
-            signatures={"code_switching_rate": f"lexicons:spacy|loanwords:card|analyzer:{analyzer.name if analyzer else 'none'}"
-                        f"|version:{__version__}"},
+            signatures={
+                "code_switching_rate": f"lexicons:spacy|loanwords:card|analyzer:{analyzer.name if analyzer else 'none'}"
+                                       f"|version:{__version__}",
+                "hallucination_rate": f"oscillation:period<={MAX_PERIOD}|numbers:not-in-src-or-ref|detached:"
+                                      f"{f'{DETACHED_RULE}|model:{EMBEDDING_MODEL}' if not _uncovered(context) else 'off'}"
+                                      f"|version:{__version__}",
+            },
         )
+
+    def _detachments(self, entries: list[EntryInput], context: BatchContext,
+                     warnings: list[str]) -> list[Detachment | None]:
+        """Each entry's similarities to its source (None for an entry not
+        scored: failed, or empty); all None, with a warning, where the encoder
+        does not cover both languages."""
+        uncovered = _uncovered(context)
+        if uncovered:
+            warnings.append(f"the sentence-embedding model ({EMBEDDING_MODEL}) does not cover "
+                            f"{' and '.join(uncovered)} (language card metricModelSupport.embedding): "
+                            "hallucination_rate finds oscillations and unsupported numbers, not detached outputs")
+            return [None] * len(entries)
+        scored = [entry for entry in entries if not entry.failed and entry.prediction.strip()]
+        try:
+            found = detachments(self.embedder, [e.source for e in scored], [e.prediction for e in scored],
+                                [e.reference for e in scored])
+        except EmbeddingUnavailable as error:
+            warnings.append(f"{error}: hallucination_rate finds oscillations and unsupported numbers, "
+                            "not detached outputs")
+            return [None] * len(entries)
+        by_id = dict(zip((entry.id for entry in scored), found))
+        return [by_id.get(entry.id) for entry in entries]
 
     @staticmethod
     def _terminology(entry: EntryInput, glossary: tuple[Term, ...], words, lemmas_of, source_lemmatised: str,

@@ -5,13 +5,21 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-_NUMBER = re.compile(r"(?<![\w.,])\d+(?:[ \u00a0\u202f]\d{3})*(?:[.,]\d+)*(?!\w)")
+# Digits may touch letters: "8pm", "12th", "£10m", "1990s", "COVID-19" hold
+# numbers too (the output's "20 Uhr", "12.", "10 Mio." are compared with them).
+# A clock time ("10:00", "23:30") is one number.
+NUMBER_PATTERN = r"\d{1,2}:\d{2}(?!\d)|\d+(?:[ \u00a0\u202f]\d{3})*(?:[.,]\d+)*"
+_NUMBER = re.compile(rf"(?<![\d.,:])(?:{NUMBER_PATTERN})(?!\d)")
 
 
 def canonical(token: str) -> str:
     """A separator followed by exactly three digits, with no other kind of
     separator after it, groups thousands; the last separator otherwise is
-    the decimal point. Returns the value as a plain string ("1000", "4.5")."""
+    the decimal point. Returns the value as a plain string ("1000", "4.5";
+    a clock time "9:05")."""
+    if ":" in token:
+        hours, minutes = token.split(":")
+        return f"{int(hours)}:{minutes}"
     digits = re.sub(r"[ \u00a0\u202f]", "", token)
     separators = [m.start() for m in re.finditer(r"[.,]", digits)]
     if not separators:

@@ -24,12 +24,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from champollion.files import sha256_of_file
 from services.semantic.batching import sorted_chunks
 from services.semantic.models import (
     CometModelDirectory,
     ModelLocation,
 )
+
+log = structlog.get_logger()
 
 DEVICES = ("cpu", "cuda")
 
@@ -117,8 +121,10 @@ class CometRunner:
         try:
             model = load_from_checkpoint(str(location.checkpoint), local_files_only=True)
         except Exception as error:  # a broken checkpoint or a missing encoder
-            raise CometUnavailable(f"COMET model {location.model_id} failed to load from "
-                                   f"{location.checkpoint}: {type(error).__name__}: {error}") from error
+            # The details name files on the server: its log has them, the run card does not.
+            log.exception("comet_model_failed_to_load", model=location.model_id, checkpoint=str(location.checkpoint))
+            raise CometUnavailable(f"COMET model {location.model_id} failed to load ({type(error).__name__}; "
+                                   f"the semantic service's log has the details)") from error
         model.eval()
         model.to(self.device)
         if fp16:

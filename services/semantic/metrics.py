@@ -33,13 +33,13 @@ from services.semantic.embeddings import (
     EMBEDDING_MODEL,
     EmbeddingUnavailable,
     SentenceEmbedder,
-    semantic_scores,
 )
 from services.semantic.models import (
     CometModelDirectory,
     ModelNotFound,
     resolve_comet_model,
 )
+from services.semantic.similarity import combination, semantic_scores
 
 log = structlog.get_logger()
 
@@ -181,7 +181,8 @@ class SemanticScorer:
         use_source = _embedding_supported(source)
         if not use_source:
             output.warnings.append(f"the sentence-embedding model does not support source language {source.code}: "
-                                   "semantic_score compares the prediction with the reference only")
+                                   "semantic_score compares the prediction with the reference only, without "
+                                   "the source")
         scored = [entry for entry in entries if not entry.failed]
         try:
             values = semantic_scores(self.embedder, [e.prediction for e in scored], [e.reference for e in scored],
@@ -190,8 +191,7 @@ class SemanticScorer:
             output.warnings.append(f"{error}; semantic_score is null")
             return
         _record_mean_metric(output, "semantic_score", scored, values)
-        signature = self.embedder.signature() + ("" if use_source else "|src:unused")
-        output.signatures["semantic_score"] = f"{signature}|version:{__version__}"
+        output.signatures["semantic_score"] = f"{self.embedder.signature()}|{combination(use_source)}|version:{__version__}"
 
     def _comet_score(self, entries: list[EntryInput], context: BatchContext, output: BatchOutput) -> None:
         choice = resolve_comet_model(context.target, context.options.get("comet_model"))

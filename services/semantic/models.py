@@ -110,9 +110,9 @@ class CometModelDirectory:
             plain = root / org / name / "checkpoints" / "model.ckpt"
             if plain.is_file():
                 return ModelLocation(model_id, plain, None, "plain")
-        searched = ", ".join(str(r) for r in self.roots) or "(none)"
-        raise ModelNotFound(f"COMET model {model_id} not found in the model directory ({searched}; "
-                            f"set {COMET_DIR_ENV})")
+        # Which folders were searched is the server's business: not in a run card.
+        raise ModelNotFound(f"no COMET model {model_id} in the model directory (set {COMET_DIR_ENV} "
+                            f"or --comet-dir on the semantic service)")
 
     def hub_cache_root(self, location: ModelLocation) -> Path | None:
         """The hub cache that holds `location` (for finding its encoder), if any."""

@@ -1,0 +1,219 @@
+"""Reliability: runs that give the same card whatever their batching, and
+faults that cost a run seconds, not minutes: a family past its deadline named
+while the run goes on, a frozen replica, a killed gateway's spill, Ctrl-C."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import grpc
+import pytest
+
+from champollion.eval.v1 import gateway_pb2_grpc
+from champollion.launch.embedded import start_family, start_gateway
+from champollion.launch.local_cluster import REPO, LocalCluster
+from gateway.card.run_card import run_card_from_proto
+from gateway.server.config import GatewayConfig
+from gateway.server.spill import RunSpill
+from gateway.server.spill import default_directory as default_spill_directory
+from tests.conftest import evaluate, make_request
+from tests.test_fanout import DEADLINE_SECONDS, OverrunningFirstCalls
+from tests.test_multiprocess import evaluate as evaluate_at
+from tests.test_multiprocess import example_run
+
+# What legitimately differs between two runs of the same entries.
+RUN_SPECIFIC = ("run_id",)
+
+
+def comparable(card: dict) -> str:
+    """The card as canonical JSON, less what identifies this particular run:
+    its id and the store's count of runs sharing its fingerprint."""
+    card = {key: value for key, value in card.items() if key not in RUN_SPECIFIC}
+    card["integrity"] = {k: v for k, v in card["integrity"].items() if k != "submissions_with_fingerprint"}
+    return json.dumps(card, sort_keys=True)
+
+
+def test_batch_size_does_not_change_a_single_bit_of_the_card(gateway):
+    """Every family, semantic included: batches of 32 and of 256 entries
+    give the same card, float for float."""
+    entries, predictions = example_run(360)
+    cards = [evaluate(gateway, make_request(entries, predictions, batch_size=size)) for size in (32, 256)]
+    assert cards[0]["scores"]["semantic_score"] is not None
+    assert cards[0]["run_id"] != cards[1]["run_id"]
+    assert comparable(cards[0]) == comparable(cards[1])
+
+
+# --- a family that overruns its deadline is named while the run goes on ---------
+
+
+async def _stream_with_overrun(request) -> tuple[list, dict]:
+    """EvaluateStream through a gateway with a short call deadline, in front
+    of a surface family whose first call never answers."""
+    family = OverrunningFirstCalls(overruns=1)
+    family_server, family_port = await start_family("surface", "127.0.0.1:0", family)
+    config = GatewayConfig(families={"surface": f"127.0.0.1:{family_port}"}, deadline_seconds=DEADLINE_SECONDS)
+    gateway_server, gateway_port, servicer = await start_gateway(config, "127.0.0.1:0")
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{gateway_port}") as channel:
+            updates = [u async for u in gateway_pb2_grpc.GatewayStub(channel).EvaluateStream(request, timeout=30)]
+    finally:
+        await servicer.close()
+        await gateway_server.stop(None)
+        await family_server.stop(None)
+    progress = [u for u in updates if not u.HasField("run_card") and not u.entries]
+    card = next(u.run_card for u in updates if u.HasField("run_card"))
+    return progress, run_card_from_proto(card)
+
+
+def test_a_family_past_its_deadline_is_named_in_the_progress_and_the_card():
+    entries, predictions = example_run(20)
+    progress, card = asyncio.run(_stream_with_overrun(make_request(entries, predictions, batch_size=10)))
+    assert progress[-1].slow_families == ["surface"]
+    assert all(list(u.slow_families) in ([], ["surface"]) for u in progress)
+    assert card["scores"]["chrf_plus_plus"] is not None
+    assert any(w.startswith("family 'surface' was slow") for w in card["warnings"]), card["warnings"]
+
+
+# --- a frozen replica --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_structural_replicas(tmp_path_factory):
+    with LocalCluster(families=("surface", "structural"), replicas={"structural": 2}, languages=["spa"],
+                      log_dir=tmp_path_factory.mktemp("frozen")) as running:
+        yield running
+
+
+def _timed_run(address: str, request) -> tuple[float, dict]:
+    started = time.monotonic()
+    card = evaluate_at(address, request)
+    return time.monotonic() - started, card
+
+
+def test_a_frozen_replica_costs_a_run_seconds_not_minutes(two_structural_replicas):
+    """SIGSTOP (the process stays, its sockets stay open, nothing answers) to
+    one of two structural replicas while a run is in flight: keepalive finds
+    it silent, its calls go to the other replica, and the run ends complete
+    and equal to an undisturbed one, less than 10 s later than it."""
+    cluster = two_structural_replicas
+    entries, predictions = example_run(600)
+    request = make_request(entries, predictions, batch_size=8)
+    undisturbed_seconds, undisturbed = _timed_run(cluster.gateway_address, request)
+
+    victim = cluster.replicas("structural")[0]
+    served_before = len(victim.events("score_batch"))
+    finished = threading.Event()
+    frozen: list[bool] = []
+
+    def freeze_when_busy():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not finished.is_set():
+            if len(victim.events("score_batch")) - served_before >= 5:
+                os.kill(victim.pid, signal.SIGSTOP)
+                frozen.append(not finished.is_set())
+                return
+            finished.wait(0.02)
+
+    freezer = threading.Thread(target=freeze_when_busy, name="freezer")
+    freezer.start()
+    try:
+        disturbed_seconds, disturbed = _timed_run(cluster.gateway_address, request)
+    finally:
+        finished.set()
+        freezer.join(timeout=60)
+        os.kill(victim.pid, signal.SIGCONT)
+    print(f"undisturbed {undisturbed_seconds:.1f} s, with a frozen replica {disturbed_seconds:.1f} s")
+    assert frozen == [True], "the replica was not frozen while the run was in flight"
+    assert comparable(disturbed) == comparable(undisturbed)
+    assert disturbed_seconds - undisturbed_seconds < 10
+
+
+# --- a killed gateway's spill -------------------------------------------------------
+
+
+def test_a_killed_gateways_spill_is_removed_when_a_gateway_starts(tmp_path):
+    """SIGKILL to a gateway process mid-run leaves its spill on disk (nothing
+    of it runs any more); the next gateway to start removes it, and leaves
+    alone the spill of a run still in flight elsewhere (this process's)."""
+    with LocalCluster(families=("surface",), log_dir=tmp_path) as cluster:
+        gateway = cluster.gateway
+        entries, predictions = example_run(3000)
+        request = make_request(entries, predictions, batch_size=4)
+        outcome: list = []
+        caller = threading.Thread(target=lambda: outcome.append(_try_evaluate(gateway.address, request)))
+        caller.start()
+        with RunSpill() as in_use:
+            try:
+                spills = _await_spill(gateway.pid)
+            finally:
+                cluster.kill(gateway)
+                # Checked at once: supervisord's new gateway takes seconds to start.
+                left_behind = all(path.exists() for path in spills)
+                caller.join(timeout=60)
+            assert outcome and outcome[0] is not None, "the run was cut short by the kill"
+            assert left_behind
+            cluster.restart(gateway)  # waits for supervisord's new gateway to serve
+            assert not any(path.exists() for path in spills)
+            assert in_use.path.exists()
+
+
+def _try_evaluate(address: str, request) -> grpc.StatusCode | None:
+    try:
+        evaluate_at(address, request)
+    except grpc.RpcError as error:
+        return error.code()
+    return None
+
+
+def _await_spill(pid: int, timeout: float = 30) -> list:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = list(default_spill_directory().glob(f"run-{pid}-*.sqlite"))
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no spill of gateway {pid} appeared")
+
+
+# --- Ctrl-C ---------------------------------------------------------------------------
+
+
+def write_example_run(folder, size: int) -> tuple:
+    """`size` entries of the bundled example (unique ids) as CORPUS and PREDICTIONS files."""
+    entries, predictions = example_run(size)
+    corpus = folder / "corpus.json"
+    corpus.write_text(json.dumps({"id": "reliability", "source_lang": "eng", "target_lang": "spa",
+                                  "entries": entries}), encoding="utf-8")
+    lines = folder / "predictions.jsonl"
+    lines.write_text("".join(json.dumps(p) + "\n" for p in predictions), encoding="utf-8")
+    return corpus, lines
+
+
+def test_ctrl_c_ends_evaluate_with_130_and_one_line(tmp_path):
+    """SIGINT to `champollion evaluate` while its embedded stack scores (its
+    spill is on disk): exit 130, one line on stderr, no traceback, no task
+    destroyed pending, no spill left."""
+    corpus, predictions = write_example_run(tmp_path, 5000)
+    command = subprocess.Popen(
+        [sys.executable, "-m", "champollion.cli", "evaluate", str(corpus), str(predictions), "--no-store",
+         "--batch-size", "16"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        spills = _await_spill(command.pid, timeout=120)
+        command.send_signal(signal.SIGINT)
+        stdout, stderr = command.communicate(timeout=30)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait()
+    assert command.returncode == 130, stderr
+    assert stderr == "champollion: interrupted\n"
+    assert stdout == ""
+    assert not any(path.exists() for path in spills)
