@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -172,6 +173,7 @@ def _stream_evaluation(channel: grpc.Channel, request: gateway_pb2.EvaluateReque
     bar = tqdm(unit="call", file=sys.stderr, delay=0.5, desc="scoring", leave=False, disable=None)
 
     def show(update) -> None:
+        _raise_if_interrupted()
         bar.total = update.batches_total
         bar.update(update.batches_done - bar.n)
         if update.slow_families:
@@ -796,6 +798,39 @@ def _add_reading_options(parser: argparse.ArgumentParser, json_flag: bool = True
         parser.add_argument("--json", action="store_true", help="JSON instead of a table")
 
 
+# Set by Ctrl-C. Python raises KeyboardInterrupt in whatever code runs at
+# that moment, and code that swallows every exception (gRPC's channel
+# finalizer, any __del__) can lose it: the flag is checked again at each
+# progress update and once the command is done.
+_INTERRUPTED = threading.Event()
+
+
+def _on_interrupt(signum, frame) -> None:
+    _INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+def _raise_if_interrupted() -> None:
+    if _INTERRUPTED.is_set():
+        raise KeyboardInterrupt
+
+
+def _run(args) -> int:
+    """The command; a client command's Ctrl-C is noted even where its
+    KeyboardInterrupt is lost (`serve` and `up` stop on Ctrl-C their own way)."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if args.command in ("serve", "up") or not in_main_thread:
+        return args.handler(args)
+    previous = signal.signal(signal.SIGINT, _on_interrupt)
+    _INTERRUPTED.clear()
+    try:
+        code = args.handler(args)
+        _raise_if_interrupted()
+        return code
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command not in ("serve", "up"):
@@ -805,7 +840,7 @@ def main(argv: list[str] | None = None) -> int:
         # one line of ours); GRPC_VERBOSITY=ERROR brings them back.
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
-        return args.handler(args)
+        return _run(args)
     except CliError as error:
         print(f"champollion: error: {error}", file=sys.stderr)
         return error.exit_code
