@@ -27,7 +27,7 @@ from services.contract import (
     EntryOutput,
     Term,
 )
-from services.semantic.embeddings import EMBEDDING_MODEL, EmbeddingUnavailable, SentenceEmbedder
+from services.semantic.embeddings import EMBEDDING_MODEL, EmbeddingUnavailable, SentenceEmbedder, shared_embedder
 
 # Run-level label: renderings per glossary term, in glossary order, so the
 # gateway can read the summed consistency counts term by term.
@@ -98,7 +98,7 @@ class BehavioralScorer:
     def __init__(self, registry: AnalyzerRegistry | None = None, embedder: SentenceEmbedder | None = None):
         self.registry = registry or AnalyzerRegistry()
         # The semantic family's encoder, for detached outputs (hallucination_rate).
-        self.embedder = embedder or SentenceEmbedder()
+        self.embedder = embedder or shared_embedder()
 
     def languages(self) -> list[str]:
         return []

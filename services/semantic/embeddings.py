@@ -10,6 +10,7 @@ ar, de, en, es, fr, it, ja, ko, nl, pl, pt, ru, th, tr, zh, zh-TW.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 from importlib import metadata
@@ -93,3 +94,11 @@ class SentenceEmbedder:
                 while len(self._cache) > self.cache_size:
                     self._cache.popitem(last=False)
         return np.stack([known[text] for text in texts]).astype(np.float64)
+
+
+@functools.cache
+def shared_embedder() -> SentenceEmbedder:
+    """The process's one encoder: the semantic family and the behavioral
+    family's detachment check load the model once and share its cache when
+    they run in one process (the embedded stack)."""
+    return SentenceEmbedder()

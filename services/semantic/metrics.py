@@ -33,6 +33,7 @@ from services.semantic.embeddings import (
     EMBEDDING_MODEL,
     EmbeddingUnavailable,
     SentenceEmbedder,
+    shared_embedder,
 )
 from services.semantic.models import (
     CometModelDirectory,
@@ -144,7 +145,7 @@ class SemanticScorer:
                  embedder: SentenceEmbedder | None = None, preload: tuple[str, ...] = ()):
         self._languages = sorted(languages or [])
         self.comet = comet or CometPool()
-        self.embedder = embedder or SentenceEmbedder()
+        self.embedder = embedder or shared_embedder()
         for model_id in preload:
             try:
                 self.comet.engine(model_id)
