@@ -15,7 +15,8 @@ EXAMPLE ?= examples/eng-spa
 FST_APT_PACKAGES = $(shell $(BIN)/python -m services.structural.analyzer_builds apt-packages)
 EXTRA_APT_PACKAGES ?=
 STORE_APT_PACKAGES = postgresql  # the run store's tests start a throw-away server (tests/postgres.py)
-APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(EXTRA_APT_PACKAGES)
+REPORT_APT_PACKAGES = chromium   # the HTML report's tests open it in headless Chromium (tests/test_report.py)
+APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(REPORT_APT_PACKAGES) $(EXTRA_APT_PACKAGES)
 FST_DIR ?= build/fst
 FST_STAMP := $(FST_DIR)/.built
 FST_SOURCES := services/structural/build_analyzers.sh services/structural/analyzer_builds.py \
@@ -67,7 +68,7 @@ run: install
 	@$(BIN)/champollion evaluate $(EXAMPLE)/corpus.json $(EXAMPLE)/predictions.jsonl \
 		--meta $(EXAMPLE)/meta.json --glossary $(EXAMPLE)/glossary.json
 
-test: install
+test: install system-packages
 	$(BIN)/python -m pytest
 
 bench: install

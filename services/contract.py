@@ -25,6 +25,13 @@ class EntryInput:
     morphology: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Terms prescribed for this entry only.
     terms: tuple["Term", ...] = ()
+    # References beyond the primary `reference` (sacreBLEU's further reference streams).
+    extra_references: tuple[str, ...] = ()
+
+    @property
+    def references(self) -> tuple[str, ...]:
+        """Every reference, the primary first."""
+        return (self.reference, *self.extra_references)
 
 
 @dataclass(frozen=True)
