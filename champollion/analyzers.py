@@ -16,10 +16,13 @@ import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field, replace
+from itertools import compress
+from operator import not_
 from pathlib import Path
 
 from champollion.cards import AnalyzerFile, CompoundRule, LanguageCard
 from champollion.files import sha256_of_file
+from champollion.type_cache import DEFAULT_LIMIT, TypeCache
 
 DEFAULT_FST_DIR = Path(__file__).resolve().parents[1] / "build" / "fst"
 # Flag diacritics (@P.PERS.1@, ...): the Python binding returns them inside
@@ -40,8 +43,9 @@ class AnalyzerMissing(LookupError):
 
 @dataclass
 class Analyzer:
-    """One loaded analyzer with its lookup caches. Lookups go through a lock:
-    the batches of concurrent requests score in several threads."""
+    """One loaded analyzer with its per-type lookup caches (bounded, per
+    process). Lookups go through a lock, taken once for all the new word types
+    of a sentence: the batches of concurrent requests score in several threads."""
     path: Path
     sha256: str
     compounds: CompoundRule | None = None
@@ -51,20 +55,30 @@ class Analyzer:
     caveats: tuple[str, ...] = ()
     _transducer: object = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _accepted: dict[str, bool] = field(default_factory=dict, repr=False)
-    _part_tags: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False)
+    # Word types cached per analyzer (bounded; see TypeCache).
+    cache_limit: int = field(default=DEFAULT_LIMIT, repr=False)
+    _accepted: TypeCache = field(init=False, repr=False)
+    _part_tags: TypeCache = field(init=False, repr=False)
+    _all_analyses: TypeCache = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._accepted = TypeCache(self._accepts_each, self.cache_limit)
+        self._part_tags = TypeCache(self._ends_with_each, self.cache_limit)
+        # Lists of analyses are bigger than verdicts: fewer are kept.
+        self._all_analyses = TypeCache(self._analyses_each, max(2, self.cache_limit // 5))
 
     @property
     def name(self) -> str:
         return self.path.name
 
     @classmethod
-    def load(cls, path: Path, compounds: CompoundRule | None = None, tag_format: str = "giellalt") -> "Analyzer":
+    def load(cls, path: Path, compounds: CompoundRule | None = None, tag_format: str = "giellalt",
+             cache_limit: int = DEFAULT_LIMIT) -> "Analyzer":
         import hfst  # optional dependency: imported only when an analyzer is used
 
         transducer = hfst.HfstInputStream(str(path)).read()
         return cls(path=path, sha256=sha256_of_file(path), compounds=compounds, tag_format=tag_format,
-                   _transducer=transducer)
+                   _transducer=transducer, cache_limit=cache_limit)
 
     def _lookup(self, form: str, limit: int) -> list[str]:
         with self._lock:
@@ -76,13 +90,23 @@ class Analyzer:
         """As written, lower-cased, capitalised: the analyzers do not fold case."""
         return dict.fromkeys((word, word.lower(), word[:1].upper() + word[1:].lower()))
 
-    def analyses(self, word: str, limit: int = -1) -> list[str]:
-        """Analyses of the first case form that has any."""
-        for form in self._case_forms(unicodedata.normalize("NFC", word)):
+    def _first_analyses(self, word: str, limit: int) -> list[str]:
+        for form in self._case_forms(word):
             found = self._lookup(form, limit)
             if found:
                 return found
         return []
+
+    def _analyses_each(self, words: list[str]) -> list[tuple[str, ...]]:
+        return [tuple(self._first_analyses(word, -1)) for word in words]
+
+    def analyses(self, word: str, limit: int = -1) -> list[str]:
+        """Analyses of the first case form that has any (all of them cached
+        per word type; a limited lookup is not)."""
+        word = unicodedata.normalize("NFC", word)
+        if limit < 0:
+            return list(self._all_analyses.get(word))
+        return self._first_analyses(word, limit)
 
     def parsed(self, word: str, limit: int = -1) -> list["ParsedAnalysis"]:
         """Analyses as lemma + tags."""
@@ -91,41 +115,37 @@ class Analyzer:
     def lemmas(self, word: str) -> set[str]:
         return {analysis.lemma for analysis in self.parsed(word)}
 
-    def _has_analysis(self, form: str) -> bool:
+    def _accepts_each(self, words: list[str]) -> list[bool]:
+        """Uncached acceptance of distinct word types: the direct lookups of a
+        whole batch under one lock, then run-time compounds for the rest."""
+        lookup = self._transducer.lookup
         with self._lock:
             # 'raw' skips the wrapper's conversion of paths to strings.
-            return bool(self._transducer.lookup(form, max_number=1, output="raw"))
+            direct = [any(lookup(form, max_number=1, output="raw") for form in self._case_forms(word))
+                      for word in words]
+        if self.compounds is None:
+            return direct
+        return [known or self._is_compound(word.lower(), 0) for word, known in zip(words, direct)]
 
     def accepts(self, word: str) -> bool:
         """At least one analysis (directly, or as a run-time compound) of an
         NFC word; cached per word type, since text is Zipfian and most tokens
         repeat."""
-        known = self._accepted.get(word)
-        if known is None:
-            known = any(self._has_analysis(form) for form in self._case_forms(word)) or (
-                self._is_compound(word.lower(), 0)
-            )
-            self._accepted[word] = known
-        return known
+        return self._accepted.get(word)
 
     def rejected(self, words: list[str]) -> list[str]:
-        """The words `accepts` refuses, in order (one call per sentence
-        rather than per token: the per-token path is the cache)."""
-        known = self._accepted
-        rejected = []
-        for word in words:
-            accepted = known.get(word)
-            if accepted is None:
-                accepted = self.accepts(word)
-            if not accepted:
-                rejected.append(word)
-        return rejected
+        """The words `accepts` refuses, in order: one cache pass for a whole
+        sentence, and one lookup per word type not seen before."""
+        flags = self._accepted.get_many(words)
+        if all(flags):
+            return []
+        return list(compress(words, map(not_, flags)))
+
+    def _ends_with_each(self, keys: list[tuple[str, str]]) -> list[bool]:
+        return [any(analysis.endswith(tag) for analysis in self._lookup(form, -1)) for form, tag in keys]
 
     def _ends_with(self, form: str, tag: str) -> bool:
-        key = (form, tag)
-        if key not in self._part_tags:
-            self._part_tags[key] = any(analysis.endswith(tag) for analysis in self._lookup(form, -1))
-        return self._part_tags[key]
+        return self._part_tags.get((form, tag))
 
     def _is_compound(self, word: str, parts: int) -> bool:
         """`parts` left parts are already split off before `word`."""

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from champollion.corpus_table import TABLE_SUFFIXES, load_table_corpus
 from champollion.eval.v1 import family_pb2, gateway_pb2, run_card_pb2
+from champollion.input_text import InputError, PredictionFile, decode_utf8
+from champollion.plain_text import load_plain_text_run  # noqa: F401 (one place for every input format)
 from gateway.card.run_card import dict_to_message
 from gateway.card.usage import TOKEN_FIELDS
 from gateway.server.validation import ECHO_CHARS, shown
@@ -20,11 +23,6 @@ from gateway.server.validation import ECHO_CHARS, shown
 MAX_JSON_DEPTH = 64
 INT32 = (-2**31, 2**31 - 1)
 INT64 = (-2**63, 2**63 - 1)
-
-
-class InputError(ValueError):
-    """A file that cannot be read as the expected format; the message names
-    the file, the line or entry, and the field."""
 
 
 def _is_number(value) -> bool:
@@ -97,16 +95,6 @@ class _Fields:
         return _Fields(value, f"{self.where}: {key}")
 
 
-def _decode(data: bytes, where: str, offset: int = 0) -> str:
-    """UTF-8 (a leading byte-order mark dropped); an error names the byte
-    offset in the file, `offset` being where `data` starts."""
-    try:
-        return data.decode("utf-8-sig" if offset == 0 else "utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(f"{where}: not UTF-8 text: byte offset {offset + error.start} "
-                         f"({error.reason})") from None
-
-
 def _parse_json(text: str, where: str, line: int | None = None):
     """The JSON in `text`, checked by _check_json; `line`: the file's line
     `text` is (JSON Lines), else errors give the line within `text`."""
@@ -158,7 +146,7 @@ def _read_json(path: Path):
         data = path.read_bytes()
     except OSError as error:
         raise InputError(f"{path}: cannot read: {error.strerror}") from None
-    return _parse_json(_decode(data, str(path)), str(path))
+    return _parse_json(decode_utf8(data, str(path)), str(path))
 
 
 def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
@@ -167,10 +155,12 @@ def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
     fields = _Fields(data, where)
     entry_id = fields.string("id", required=True)
     fields.where = f"{where} (id {shown(entry_id)})"
+    references = _references(fields)
     entry = gateway_pb2.CorpusEntry(
         id=entry_id,
         source=fields.string("source", required=True),
-        reference=fields.string("reference", required=True),
+        reference=references[0],
+        extra_references=references[1:],
         acceptable_variants=fields.strings("acceptable_variants"),
         domain=fields.string("domain") or "",
         phenomena=fields.strings("phenomena"),
@@ -193,9 +183,29 @@ def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
     return entry
 
 
+def _references(fields: _Fields) -> list[str]:
+    """`reference` (one), or `references` (one or more, the first the primary
+    one), or both when they agree on the primary."""
+    single = fields.string("reference")
+    if fields.data.get("references") is None:
+        if single is None:
+            raise InputError(f"{fields.where}: reference: is required (or `references`, a list)")
+        return [single]
+    several = fields.strings("references")
+    if not several:
+        raise InputError(f"{fields.where}: references: must list at least one reference")
+    if single is not None and single != several[0]:
+        raise InputError(f"{fields.where}: reference: differs from references[0]; send `reference` or "
+                         "`references` (whose first is the primary reference), or both agreeing")
+    return several
+
+
 def load_corpus(path: Path, source_lang: str | None = None, target_lang: str | None = None) -> gateway_pb2.Corpus:
     """A corpus object {id, source_lang, target_lang, entries}, or a bare list
-    of entries with the languages given by the caller (flags override)."""
+    of entries with the languages given by the caller (flags override); a
+    `.tsv` or `.csv` file is a table of entries (champollion.corpus_table)."""
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        return load_table_corpus(path, source_lang, target_lang)
     data = _read_json(path)
     if isinstance(data, list):
         header, entries = {}, data
@@ -242,14 +252,6 @@ def _prediction(data, where: str) -> gateway_pb2.Prediction:
     return prediction
 
 
-@dataclass
-class PredictionFile:
-    path: Path
-    predictions: list[gateway_pb2.Prediction] = field(default_factory=list)
-    # Line number (1-based) of each prediction, by position.
-    lines: list[int] = field(default_factory=list)
-
-
 def load_predictions(path: Path) -> PredictionFile:
     """JSON Lines: one object per entry; blank lines are ignored."""
     loaded = PredictionFile(path)
@@ -260,7 +262,7 @@ def load_predictions(path: Path) -> PredictionFile:
     offset = 0
     with handle:
         for number, raw in enumerate(handle, start=1):
-            line = _decode(raw, f"{path}:{number}", offset)
+            line = decode_utf8(raw, f"{path}:{number}", offset)
             offset += len(raw)
             if not line.strip():
                 continue

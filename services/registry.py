@@ -13,6 +13,7 @@ from services.servicer import FamilyServicer
 from services.structural.servicer import create_servicer as create_structural
 from services.structural.servicer import register_extra as register_structural_extra
 from services.surface.servicer import create_servicer as create_surface
+from services.workers import ScorerSpec
 
 IMPLEMENTED: dict[str, Callable[..., FamilyServicer]] = {
     "surface": create_surface,
@@ -27,3 +28,9 @@ IMPLEMENTED: dict[str, Callable[..., FamilyServicer]] = {
 EXTRA_SERVICES: dict[str, Callable[[grpc.aio.Server, FamilyServicer], list[str]]] = {
     "structural": register_structural_extra,
 }
+
+
+def scorer_spec(name: str, languages: list[str] | None, options: dict) -> ScorerSpec:
+    """What a worker process needs to build family `name`'s scorer as its
+    factory here builds it (services/workers.py)."""
+    return ScorerSpec(name, {"languages": list(languages) if languages else None, **options})

@@ -12,6 +12,7 @@ import structlog
 from champollion.cards import CardRegistry, UnknownLanguage, default_registry
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
 from services.contract import BatchContext, BatchOutput, EntryInput, FamilyScorer, Term
+from services.workers import ScorerSpec, WorkerDied, WorkerPool, WorkerScoringError, finish_in_server
 
 log = structlog.get_logger()
 
@@ -26,6 +27,7 @@ def entries_from_request(request: family_pb2.ScoreBatchRequest) -> list[EntryInp
             id=entry.id,
             source=entry.source,
             reference=entry.reference,
+            extra_references=tuple(entry.extra_references),
             prediction=entry.prediction,
             acceptable_variants=tuple(entry.acceptable_variants),
             raw_prediction=entry.raw_prediction if entry.HasField("raw_prediction") else None,
@@ -57,6 +59,27 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
         # family that groups concurrent requests (semantic micro-batching)
         # needs more waiting callers than that pool allows on a small machine.
         self._executor = ThreadPoolExecutor(scoring_threads, f"{scorer.name}-score") if scoring_threads else None
+        self.workers: WorkerPool | None = None
+        self._spec: ScorerSpec | None = None
+
+    def use_workers(self, pool: WorkerPool, spec: ScorerSpec) -> None:
+        """Scores batches in `pool`'s processes, each building the scorer
+        from `spec`; Describe, Analyze and the family's in-server part
+        (services.workers.IN_SERVER) keep using this process's scorer."""
+        self.workers, self._spec = pool, spec
+
+    async def _score(self, request, batch_context: BatchContext) -> family_pb2.ScoreBatchResponse:
+        if self.workers is None:
+            output = await self._in_thread(self.scorer.score, entries_from_request(request), batch_context)
+            return await self._in_thread(response_from_output, self.scorer.name, output)
+        # Affinity: the families' batches of the same entries meet in one worker (its encoder cache).
+        affinity = request.entries[0].id if request.entries else ""
+        reply = await self.workers.score(self._spec, request.SerializeToString(), batch_context, affinity)
+        if not self._spec.server_part:
+            return family_pb2.ScoreBatchResponse.FromString(reply)
+        output = await self._in_thread(
+            finish_in_server, self._spec, self.scorer, entries_from_request(request), batch_context, reply)
+        return await self._in_thread(response_from_output, self.scorer.name, output)
 
     async def _in_thread(self, function, *args):
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
@@ -83,20 +106,22 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"{self.scorer.name} service does not serve target language {batch_context.target.code}",
             )
-        entries = entries_from_request(request)
         try:
             # Scoring is CPU-bound: keep the event loop free for health checks
-            # and other batches while it runs.
-            output = await self._in_thread(self.scorer.score, entries, batch_context)
-            response = await self._in_thread(response_from_output, self.scorer.name, output)
+            # and other batches while it runs (in a thread, or a worker process).
+            response = await self._score(request, batch_context)
+        except (WorkerDied, WorkerScoringError) as error:  # already logged; a dead worker was replaced
+            log.error("score_batch_failed", run_id=request.run_id, family=self.scorer.name, error=str(error))
+            await context.abort(grpc.StatusCode.INTERNAL, f"{self.scorer.name}: {error}")
         except Exception as error:  # the batch fails; the server stays up
-            log.exception("score_batch_failed", run_id=request.run_id, family=self.scorer.name, entries=len(entries))
+            log.exception("score_batch_failed", run_id=request.run_id, family=self.scorer.name,
+                          entries=len(request.entries))
             await context.abort(grpc.StatusCode.INTERNAL, f"{self.scorer.name}: {type(error).__name__}: {error}")
         log.info(
             "score_batch",
             run_id=request.run_id,
             family=self.scorer.name,
-            entries=len(entries),
+            entries=len(request.entries),
             duration_s=round(time.perf_counter() - started, 4),
         )
         return response

@@ -50,8 +50,10 @@ def run_card_validator():
 @pytest.fixture(scope="session")
 def stack():
     # Its gateway stores every run card, as a real one does, in the session's
-    # temporary default store.
-    with EmbeddedStack(batch_size=64, store=default_store_url()) as running:
+    # temporary default store. It scores in threads: the suite's runs are
+    # small, and worker processes would each load every family's models
+    # (tests/test_workers.py covers them).
+    with EmbeddedStack(batch_size=64, store=default_store_url(), workers=0) as running:
         yield running
 
 

@@ -49,7 +49,7 @@ def test_evaluate_embedded_prints_a_valid_run_card(run_card_validator):
     """As a user runs it: its own process, its own embedded stack."""
     result = subprocess.run(
         [sys.executable, "-m", "champollion.cli", "evaluate", *map(str, example_args())],
-        capture_output=True, text=True, timeout=120,
+        check=False, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr
     card = json.loads(result.stdout)
@@ -179,3 +179,102 @@ def test_a_run_larger_than_one_message_goes_through_the_upload(stack):
     assert len(entry_messages) == -(-1000 // 64)  # the stack's batch size
     assert [entry["id"] for entry in card["entries"]] == [entry["id"] for entry in entries]
     assert max(update.ByteSize() for update in updates) < limit
+
+
+def test_evaluate_plain_text_files(cli, stack, tmp_path):
+    """sacreBLEU-style inputs: one segment a line, several references."""
+    src, ref, ref2, hyp = (tmp_path / name for name in ("src.txt", "ref.txt", "ref2.txt", "hyp.txt"))
+    src.write_text("Save changes\nOpen the file\n", encoding="utf-8")
+    ref.write_text("Guardar cambios\nAbrir el archivo\n", encoding="utf-8")
+    ref2.write_text("Guarde los cambios\nAbra el archivo\n", encoding="utf-8")
+    hyp.write_text("Guardar cambios\nAbre el archivo\n", encoding="utf-8")
+    result = cli("evaluate", "--src", src, "--ref", ref, "--ref", ref2, "--hyp", hyp, "--source-lang", "eng",
+                 "--target-lang", "spa", "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
+    card = json.loads(result.stdout)
+    assert card["scores"]["total"] == 2
+    assert [entry["id"] for entry in card["entries"]] == ["line-1", "line-2"]
+
+
+def test_evaluate_plain_text_with_a_line_missing_is_one_line_exit_2(cli, stack, tmp_path):
+    src, ref, hyp = (tmp_path / name for name in ("src.txt", "ref.txt", "hyp.txt"))
+    src.write_text("one\ntwo\n", encoding="utf-8")
+    ref.write_text("uno\ndos\n", encoding="utf-8")
+    hyp.write_text("uno\n", encoding="utf-8")
+    result = cli("evaluate", "--src", src, "--ref", ref, "--hyp", hyp, "--source-lang", "eng", "--target-lang", "spa",
+                 "--gateway", stack.gateway_address)
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and str(hyp) in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--src", "s.txt", "--hyp", "h.txt", "--source-lang", "eng", "--target-lang", "spa"], "--ref"),
+    (["c.json", "p.jsonl", "--src", "s.txt", "--ref", "r.txt", "--hyp", "h.txt"], "replace CORPUS PREDICTIONS"),
+    (["--src", "s.txt", "--ref", "r.txt", "--hyp", "h.txt"], "--source-lang and --target-lang"),
+    (["c.json"], "evaluate needs CORPUS PREDICTIONS"),
+    (["c.json", "p.jsonl", "--workers", "2", "--gateway", "127.0.0.1:1"], "--workers"),
+])
+def test_evaluate_refuses_mixed_inputs_by_flag(cli, args, message):
+    result = cli("evaluate", *args)
+    assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_compare_by_approximate_randomisation(cli, stack, example_card):
+    result = cli("compare", example_card, example_card, "--method", "ar", "--resamples", "100",
+                 "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
+    comparison = json.loads(result.stdout)
+    assert comparison["test"]["method"] == "ar"
+    assert comparison["metrics"]["chrf_plus_plus"]["difference"] == 0
+
+
+def test_report_of_a_card_file_and_a_stored_run(cli, stack, example_card, tmp_path):
+    run_id = json.loads(example_card.read_text(encoding="utf-8"))["run_id"]  # stored by the stack's gateway
+    out = tmp_path / "report.html"
+    result = cli("report", example_card, run_id, "-o", out, "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
+    page = out.read_text(encoding="utf-8")
+    assert page.lstrip().lower().startswith("<!doctype html") and "example-llm-mini" in page
+    missing = cli("report", "no-such-run", "-o", out, "--gateway", stack.gateway_address)
+    assert missing.exit_code == 2 and missing.stderr.count("\n") == 1
+
+
+def test_leaderboard_as_an_html_page(cli, stack, example_card, tmp_path):
+    dataset = json.loads(example_card.read_text(encoding="utf-8"))["dataset"]["id"]
+    out = tmp_path / "board.html"
+    result = cli("leaderboard", "--dataset", dataset, "--html", "-o", out, "--gateway", stack.gateway_address)
+    assert result.exit_code == 0, result.stderr
+    assert "example-llm-mini" in out.read_text(encoding="utf-8")
+    assert cli("leaderboard", "--dataset", dataset, "--html", "--gateway", stack.gateway_address).exit_code == 2
+
+
+def test_serve_passes_workers_to_the_family(monkeypatch):
+    """`serve --family surface --workers 2` starts the family with a pool of
+    two worker processes (the real start_family, wrapped to see its options)."""
+    import asyncio
+    import os
+    import signal
+
+    from champollion import cli as cli_module
+
+    real_family, given = cli_module.start_family, {}
+
+    async def start_family(*args, **options):
+        started = await real_family(*args, **options)
+        # Set once started: _serve then installs its SIGTERM handler before it next waits.
+        given.update(options)
+        return started
+
+    monkeypatch.setattr(cli_module, "start_family", start_family)
+    args = cli_module.build_parser().parse_args(["serve", "--family", "surface", "--port", str(free_port()),
+                                                 "--workers", "2"])
+
+    async def serve_then_stop():
+        task = asyncio.create_task(cli_module._serve(args))
+        while not given and not task.done():
+            await asyncio.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(task, timeout=60)
+
+    asyncio.run(serve_then_stop())
+    assert given["workers"] == 2

@@ -398,9 +398,8 @@ def test_embeddings_are_cached_by_exact_text():
     embedder = SentenceEmbedder(cache_size=2)
     first = embedder.encode(["El gato duerme.", "Mañana lloverá."])
     asked = []
-    model = embedder._loaded()
-    original = model.encode
-    model.encode = lambda texts: asked.append(list(texts)) or original(texts)
+    compute = embedder.embed
+    embedder.embed = lambda texts: asked.append(list(texts)) or compute(texts)
     again = embedder.encode(["Mañana lloverá.", "Hoy hace sol.", "Hoy hace sol."])
     assert asked == [["Hoy hace sol."]]  # the known text is not encoded again, the new one once
     assert (again[0] == first[1]).all() and (again[1] == again[2]).all()

@@ -111,3 +111,77 @@ def test_length_ratio_is_the_mean_of_entry_ratios(gateway):
     predictions = [{"id": "a", "prediction": "abcdefgh"}, {"id": "b", "prediction": "abcd"}]
     card = evaluate(gateway, make_request(entries, predictions))
     assert card["scores"]["length_ratio"] == pytest.approx((2.0 + 0.5) / 2)
+
+
+def with_extra_references(entries, counts, seed=5):
+    """Each entry given `counts[i]` references in all: the primary and noisy
+    rewrites of it (words swapped, dropped, moved)."""
+    rng = random.Random(seed)
+    out = []
+    for entry, count in zip(entries, counts):
+        words = entry["reference"].split()
+        extra = []
+        for _ in range(count - 1):
+            rewrite = [w if rng.random() > 0.3 else rng.choice(WORDS["spa"]) for w in words]
+            if len(rewrite) > 3 and rng.random() < 0.5:
+                rewrite = rewrite[2:] + rewrite[:2]
+            extra.append(" ".join(rewrite) or "hoy")
+        out.append({**entry, "extra_references": extra})
+    return out
+
+
+@pytest.mark.parametrize("counts, nrefs", [([3] * 150, "3"), ([2] * 64 + [3] * 86, "var")])
+def test_several_references_equal_sacrebleu_reference_streams(gateway, counts, nrefs):
+    """Batches of 32: with 2 then 3 references per entry, batches say nrefs:2
+    or nrefs:3 and the run says 'var', as sacreBLEU does."""
+    base, predictions = synthetic_corpus("spa", len(counts))
+    entries = with_extra_references(base, counts)
+    card = evaluate(gateway, make_request(entries, predictions, target_lang="spa", batch_size=32))
+    hypotheses = [p["prediction"] for p in predictions]
+    width = max(counts)
+    streams = [[([e["reference"], *e["extra_references"]] + [None] * width)[k] for e in entries] for k in range(width)]
+    scores = card["scores"]
+    assert scores["chrf_plus_plus"] == pytest.approx(CHRF(word_order=2).corpus_score(hypotheses, streams).score, abs=1e-9)
+    assert scores["bleu"] == pytest.approx(BLEU().corpus_score(hypotheses, streams).score, abs=1e-9)
+    assert scores["ter"] == pytest.approx(TER().corpus_score(hypotheses, streams).score, abs=1e-9)
+    # The primary stream alone scores differently: the further references count.
+    assert scores["bleu"] != pytest.approx(BLEU().corpus_score(hypotheses, streams[:1]).score, abs=1e-6)
+    for metric_id in ("chrf_plus_plus", "bleu", "ter"):
+        assert card["signatures"][metric_id].startswith(f"nrefs:{nrefs}|")
+
+
+def test_exact_match_and_length_ratio_use_the_primary_equivalent_match_any_reference(gateway):
+    entries = [
+        {"id": "a", "reference": "El gato duerme", "extra_references": ["El gato está durmiendo"]},
+        {"id": "b", "reference": "Pan tostado", "acceptable_variants": ["Tostada"]},
+    ]
+    predictions = [{"id": "a", "prediction": "El gato está durmiendo"}, {"id": "b", "prediction": "Pan tostado"}]
+    card = evaluate(gateway, make_request(entries, predictions))
+    scores = {e["id"]: e["scores"] for e in card["entries"]}
+    assert scores["a"]["exact_match_rate"] == 0.0
+    assert scores["a"]["equivalent_match_rate"] == 1.0
+    assert scores["a"]["length_ratio"] == pytest.approx(len("El gato está durmiendo") / len("El gato duerme"))
+    assert scores["a"]["ter"] == 0.0  # the second reference is matched exactly
+    assert scores["b"]["exact_match_rate"] == 1.0
+
+
+def test_compiled_and_pure_sacrebleu_statistics_give_the_same_card(gateway, monkeypatch):
+    from champollion.sacrebleu_adapter import PURE_SACREBLEU_ENV, native_statistics_enabled
+
+    if not native_statistics_enabled():
+        pytest.skip("champollion.native._stats not built")
+    base, predictions = synthetic_corpus("spa", 80, seed=3)
+    request = make_request(with_extra_references(base, [1, 2, 3] * 26 + [1, 1]), predictions, batch_size=32)
+    compiled = evaluate(gateway, request)
+    monkeypatch.setenv(PURE_SACREBLEU_ENV, "1")
+    calls = []
+    extract = TER._extract_corpus_statistics
+    monkeypatch.setattr(TER, "_extract_corpus_statistics", lambda self, *a: calls.append(1) or extract(self, *a))
+    pure = evaluate(gateway, request)
+    assert calls, "the second run did not use sacreBLEU's own TER"
+    for metric_id in ("chrf_plus_plus", "bleu", "ter"):
+        assert compiled["scores"][metric_id] == pure["scores"][metric_id]
+        assert [e["scores"].get(metric_id) for e in compiled["entries"]] == [
+            e["scores"].get(metric_id) for e in pure["entries"]
+        ]
+    assert compiled["signatures"] == pure["signatures"]

@@ -1,6 +1,10 @@
 """Starting servers: the embedded stack (every implemented family plus the
 gateway, in one process on loopback ports, talking real gRPC) and the
-single-family / gateway-only processes of `champollion serve`."""
+single-family / gateway-only processes of `champollion serve`.
+
+Families score in worker processes (services/workers.py) when given two or
+more workers: the stack's families share one pool of them, by default one
+per core; 0 or 1 scores in the server's threads."""
 from __future__ import annotations
 
 import asyncio
@@ -17,20 +21,31 @@ from gateway.server.config import GatewayConfig
 from gateway.server.servicer import FAMILY_SERVICE, GATEWAY_SERVICE, GatewayServicer
 from gateway.server.spill import remove_stale as remove_stale_spills
 from gateway.server.tokens import TokenFile
-from services.registry import EXTRA_SERVICES, IMPLEMENTED
+from services.registry import EXTRA_SERVICES, IMPLEMENTED, scorer_spec
+from services.workers import WorkerPool, default_workers
 
 log = structlog.get_logger()
 
 
 async def start_family(
     name: str, address: str, servicer=None, languages: list[str] | None = None, tls: ServerTls | None = None,
-    health_address: str | None = None, **options,
+    health_address: str | None = None, workers: int | None = None, pool: WorkerPool | None = None, **options,
 ) -> tuple[grpc.aio.Server, int]:
     """One family's server (over TLS with `tls`, health checks also in
     plaintext on `health_address`); `languages` restricts what it serves
     (structural), `options` go to the family's factory (semantic: device,
-    comet_dir, ...)."""
-    servicer = servicer or IMPLEMENTED[name](languages=languages, **options)
+    comet_dir, ...). It scores in `pool`'s worker processes, or with
+    `workers` >= 2 in a pool of its own, stopped when the server stops; a
+    `servicer` given scores in its own threads."""
+    own_pool = None
+    if servicer is None:
+        servicer = IMPLEMENTED[name](languages=languages, **options)
+        spec = scorer_spec(name, languages, options)
+        if pool is None and workers is not None and workers >= 2:
+            pool = own_pool = WorkerPool(workers)
+            pool.warm([spec])
+        if pool is not None:
+            servicer.use_workers(pool, spec)
     service_names = [FAMILY_SERVICE]
 
     def register(server):
@@ -38,7 +53,23 @@ async def start_family(
         if name in EXTRA_SERVICES:
             service_names.extend(EXTRA_SERVICES[name](server, servicer))
 
-    return await start_server(register, service_names, address, tls=tls, health_address=health_address)
+    server, port = await start_server(register, service_names, address, tls=tls, health_address=health_address)
+    if own_pool is not None:
+        closer = asyncio.get_running_loop().create_task(_close_after(server, own_pool))
+        _POOL_CLOSERS.add(closer)
+        closer.add_done_callback(_POOL_CLOSERS.discard)
+    return server, port
+
+
+# Tasks that stop a single family's workers when its server stops, kept so that they are not collected.
+_POOL_CLOSERS: set[asyncio.Task] = set()
+
+
+async def _close_after(server: grpc.aio.Server, pool: WorkerPool) -> None:
+    try:
+        await server.wait_for_termination()
+    finally:
+        await pool.aclose(timeout=2.0)
 
 
 async def start_gateway(
@@ -72,6 +103,7 @@ class RunningStack:
     servers: list = field(default_factory=list)
     gateway: GatewayServicer | None = None
     family_servers: dict = field(default_factory=dict)
+    worker_pools: list[WorkerPool] = field(default_factory=list)
 
 
 async def start_stack(
@@ -85,6 +117,8 @@ async def start_stack(
     family_options: dict | None = None,
     tokens: TokenFile | None = None,
     tls: ServerTls | None = None,
+    workers: int | None = None,
+    pool_per_family: bool = False,
 ) -> RunningStack:
     """Every implemented family (or those named) on a free port, then the
     gateway. `remote_families` adds families already running elsewhere;
@@ -92,21 +126,43 @@ async def start_stack(
     `store` is the gateway's run store URL (None: nothing is stored);
     `family_options` go to every family's factory (`serve`'s languages,
     device, comet_dir: each family takes what it uses); `tokens` and `tls`
-    are the gateway's (see start_gateway)."""
+    are the gateway's (see start_gateway). Families score in `workers`
+    processes (default: one per core; 0 or 1: in threads), one pool shared
+    by all families, or one of `workers` per family with `pool_per_family`."""
     servicers = servicers or {}
     names = families if families is not None else tuple(IMPLEMENTED)
-    servers, addresses, by_family = [], {}, {}
+    workers = default_workers() if workers is None else workers
+    pools: list[WorkerPool] = []
+
+    def pool_for(name: str) -> WorkerPool | None:
+        if workers < 2 or name in servicers:
+            return None
+        if pool_per_family or not pools:
+            pools.append(WorkerPool(workers))
+        return pools[-1]
+
+    servers, addresses, by_family, warm = [], {}, {}, {}
     for name in (*names, *(n for n in servicers if n not in names)):
-        server, port = await start_family(name, f"{host}:0", servicers.get(name), **(family_options or {}))
+        pool = pool_for(name)
+        server, port = await start_family(name, f"{host}:0", servicers.get(name), pool=pool, **(family_options or {}))
         servers.append(server)
         by_family[name] = server
         addresses[name] = f"{host}:{port}"
+        if pool is not None:
+            warm.setdefault(pool, []).append(_family_spec(name, family_options))
+    for pool, specs in warm.items():
+        pool.warm(specs)
     config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store)
     if batch_size:
         config.batch_size = batch_size
     server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}", tokens, tls)
     servers.append(server)
-    return RunningStack(f"{host}:{port}", addresses, servers, gateway, by_family)
+    return RunningStack(f"{host}:{port}", addresses, servers, gateway, by_family, pools)
+
+
+def _family_spec(name: str, family_options: dict | None):
+    options = dict(family_options or {})
+    return scorer_spec(name, options.pop("languages", None), options)
 
 
 async def stop_stack(stack: RunningStack) -> None:
@@ -114,6 +170,8 @@ async def stop_stack(stack: RunningStack) -> None:
         await stack.gateway.close()
     for server in reversed(stack.servers):
         await server.stop(grace=1.0)
+    for pool in stack.worker_pools:
+        await pool.aclose(timeout=2.0)
 
 
 class EmbeddedStack:

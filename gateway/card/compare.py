@@ -1,6 +1,7 @@
-"""Paired bootstrap significance between two run cards (SPEC §7), as
-sacreBLEU's paired bootstrap test (`--paired-bs`) computes it, from the
-per-entry statistics the run cards carry."""
+"""Paired significance between two run cards (SPEC §7), from the per-entry
+statistics the run cards carry: the paired bootstrap (method "bs", as
+sacreBLEU's `--paired-bs`) or paired approximate randomization (method "ar",
+as sacreBLEU's `--paired-ar`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ import numpy as np
 from champollion.eval.v1 import run_card_pb2
 from gateway.card.bootstrap import (
     ALPHA,
+    DEFAULT_RESAMPLES,
     missing_interval_warnings,
     percentile_interval,
     resampled_sums,
@@ -18,6 +20,18 @@ from gateway.card.bootstrap import (
 from gateway.card.composite import weighted_composite
 from gateway.card.corpus import corpus_value, values_from_sums
 from gateway.card.metrics import COMPARED_METRICS, METRICS
+from gateway.card.randomization import DEFAULT_TRIALS, randomization_p_value, shuffled_sums
+
+BOOTSTRAP, RANDOMIZATION = "bs", "ar"
+METHODS = (BOOTSTRAP, RANDOMIZATION)
+# Resamples (bs) or trials (ar) when none are asked for: sacreBLEU's defaults.
+DEFAULT_SAMPLES = {BOOTSTRAP: DEFAULT_RESAMPLES, RANDOMIZATION: DEFAULT_TRIALS}
+# What the comparison says about `difference_ci` under each method.
+DIFFERENCE_CI = {
+    BOOTSTRAP: "95% paired bootstrap percentile interval",
+    RANDOMIZATION: "none: approximate randomization tests whether the two outputs of each entry are "
+                   "exchangeable and estimates no distribution of the difference (method bs gives one)",
+}
 
 
 class CompareRefused(ValueError):
@@ -79,9 +93,14 @@ def _p_value(sample_differences: np.ndarray, observed: float) -> float:
     return float((np.sum(centred > abs(observed)) + 1) / (len(centred) + 1))
 
 
-def compare_runs(baseline: ComparableRun, system: ComparableRun, resamples: int, seed: int) -> dict:
-    """Per metric: both values, the difference (system - baseline), its
-    percentile CI, the p-value and whether it is significant at 95%."""
+def compare_runs(baseline: ComparableRun, system: ComparableRun, samples: int, seed: int,
+                 method: str = BOOTSTRAP) -> dict:
+    """Per metric: both values, the difference (system - baseline), the
+    p-value of `method` ("bs": `samples` bootstrap resamples, with the
+    difference's percentile CI; "ar": `samples` randomization trials, no CI)
+    and whether it is significant at 95%."""
+    if method not in METHODS:
+        raise ValueError(f"unknown comparison method {method!r} (expected one of {', '.join(METHODS)})")
     if baseline.version != system.version:
         raise CompareRefused(
             f"different corpus versions ({baseline.version[:12]}… vs {system.version[:12]}…): "
@@ -100,8 +119,8 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, resamples: int,
             f"({', '.join(sorted(set(baseline.weights) ^ set(system.weights)))} in one only): "
             "their difference is not like for like"
         )
-    sums_a = resampled_sums({m: stats_a[m] for m in shared}, resamples, seed)
-    sums_b = resampled_sums({m: stats_b[m] for m in shared}, resamples, seed)
+    sums_a, sums_b = _sampled_sums({m: stats_a[m] for m in shared}, {m: stats_b[m] for m in shared},
+                                   samples, seed, method)
     values_a = {m: values_from_sums(m, sums_a[m]) for m in shared}
     values_b = {m: values_from_sums(m, sums_b[m]) for m in shared}
 
@@ -115,36 +134,68 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, resamples: int,
             baseline.composite, system.composite,
             weighted_composite(values_a, baseline.weights), weighted_composite(values_b, system.weights),
         )
+    test = _bootstrap_test if method == BOOTSTRAP else _randomization_test
     metrics, untested = {}, {}
-    for metric_id, (value_a, value_b, resampled_a, resampled_b) in series.items():
+    for metric_id, (value_a, value_b, sampled_a, sampled_b) in series.items():
         if value_a is None or value_b is None:
             continue
-        sample_differences = resampled_b - resampled_a
-        interval = percentile_interval(sample_differences)
-        if interval is None:
-            untested[metric_id] = undefined_reason(
-                metric_id, int(np.isnan(sample_differences).sum()), sample_differences.size
-            )
+        sample_differences = sampled_b - sampled_a
+        undefined = int(np.isnan(sample_differences).sum())
+        if undefined:
+            untested[metric_id] = (undefined_reason if method == BOOTSTRAP else _undefined_in_trials)(
+                metric_id, undefined, sample_differences.size)
             continue
-        difference = value_b - value_a
-        p_value = _p_value(sample_differences, difference)
-        metrics[metric_id] = {
-            "baseline": value_a,
-            "system": value_b,
-            "difference": difference,
-            "difference_ci": interval,
-            "p_value": p_value,
-            "significant": p_value < ALPHA and not interval["ci_lower"] <= 0 <= interval["ci_upper"],
-        }
-    warnings += missing_interval_warnings(untested, "(difference; no paired test)")
-    return {
-        "dataset_version": baseline.version,
-        "metrics": metrics,
-        "warnings": warnings,
-        "bootstrap": {"method": "paired percentile", "resamples": resamples, "alpha": ALPHA, "seed": seed},
-    }
+        metrics[metric_id] = {"baseline": value_a, "system": value_b, "difference": value_b - value_a,
+                              **test(sample_differences, value_b - value_a)}
+    if method == BOOTSTRAP:
+        warnings += missing_interval_warnings(untested, "(difference; no paired test)")
+    else:
+        warnings += _untested_warnings(untested)
+    result = {"dataset_version": baseline.version, "metrics": metrics, "warnings": warnings,
+              "test": {"method": method, "samples": samples, "seed": seed, "alpha": ALPHA,
+                       "difference_ci": DIFFERENCE_CI[method]}}
+    if method == BOOTSTRAP:
+        result["bootstrap"] = {"method": "paired percentile", "resamples": samples, "alpha": ALPHA, "seed": seed}
+    return result
 
 
-def compare_run_cards(baseline: dict, system: dict, resamples: int, seed: int) -> dict:
+def _sampled_sums(stats_a, stats_b, samples: int, seed: int, method: str):
+    """Summed statistics of both sides in each bootstrap resample (the same
+    entries drawn for both), or of both pseudo-systems in each AR trial."""
+    if method == RANDOMIZATION:
+        return shuffled_sums(stats_a, stats_b, samples, seed)
+    return resampled_sums(stats_a, samples, seed), resampled_sums(stats_b, samples, seed)
+
+
+def _bootstrap_test(sample_differences: np.ndarray, difference: float) -> dict:
+    interval = percentile_interval(sample_differences)
+    p_value = _p_value(sample_differences, difference)
+    return {"difference_ci": interval, "p_value": p_value,
+            "significant": p_value < ALPHA and not interval["ci_lower"] <= 0 <= interval["ci_upper"]}
+
+
+def _randomization_test(trial_differences: np.ndarray, difference: float) -> dict:
+    p_value = randomization_p_value(trial_differences, difference)
+    # sacreBLEU counts only trials strictly above the observed difference, so
+    # two runs with the same statistics get p = 1/(trials+1): a difference of
+    # 0 is never called significant, whatever the p-value.
+    return {"difference_ci": None, "p_value": p_value, "significant": p_value < ALPHA and difference != 0}
+
+
+def _undefined_in_trials(name: str, undefined: int, trials: int) -> str:
+    what = "no composite metric is defined" if name == "composite" else "undefined"
+    return f"{what} in {undefined} of {trials} randomization trials (a pseudo-system took no entry it counts)"
+
+
+def _untested_warnings(untested: dict[str, str]) -> list[str]:
+    """Under AR, a metric undefined for a pseudo-system in some trial has no
+    p-value; one warning per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in untested.items():
+        by_reason.setdefault(reason, []).append(name)
+    return [f"no paired test for {', '.join(names)}: {reason}" for reason, names in by_reason.items()]
+
+
+def compare_run_cards(baseline: dict, system: dict, samples: int, seed: int, method: str = BOOTSTRAP) -> dict:
     """`compare_runs` on two run cards in their dict form."""
-    return compare_runs(ComparableRun.from_card(baseline), ComparableRun.from_card(system), resamples, seed)
+    return compare_runs(ComparableRun.from_card(baseline), ComparableRun.from_card(system), samples, seed, method)

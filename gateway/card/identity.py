@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Iterable
+from collections.abc import Iterable, Sequence
 
 from champollion.text import normalise_for_match
 
@@ -16,10 +16,21 @@ def _sha256_of_json(value) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def corpus_version(entries: Iterable[tuple[str, str]]) -> str:
-    """SHA-256 over the (id, reference) pairs sorted by id, as canonical JSON.
+def version_reference(reference: str, extra_references: Sequence[str] = ()) -> str:
+    """What the corpus version hashes of an entry's references: the reference
+    itself when it is the only one, so a single-reference corpus keeps the
+    version it always had; else the canonical JSON list of all of them,
+    primary first (order matters: exact match uses the primary)."""
+    if not extra_references:
+        return reference
+    return json.dumps([reference, *extra_references], ensure_ascii=False, separators=(",", ":"))
 
-    Any edit to an id or a reference makes a new version; sources, variants
+
+def corpus_version(entries: Iterable[tuple[str, str]]) -> str:
+    """SHA-256 over the (id, version_reference) pairs sorted by id, as
+    canonical JSON.
+
+    Any edit to an id or any reference makes a new version; sources, variants
     and metadata do not, since they do not change what a score is measured
     against."""
     return _sha256_of_json(sorted([entry_id, reference] for entry_id, reference in entries))
@@ -46,10 +57,11 @@ def run_fingerprint(
     return _sha256_of_json(configuration), inputs
 
 
-def entry_fingerprint(source: str, reference: str) -> str:
+def entry_fingerprint(source: str, reference: str, extra_references: Sequence[str] = ()) -> str:
     """An entry's content-derived id (seed 001 §8.1): SHA-256 of its
-    normalised source and reference, so that an entry edited under the same
-    id gets another fingerprint, while whitespace or Unicode composition
-    alone does not change it."""
-    content = normalise_for_match(source) + "\n" + normalise_for_match(reference)
+    normalised source and references, so that an entry edited under the same
+    id (a reference added included) gets another fingerprint, while
+    whitespace or Unicode composition alone does not change it. A
+    single-reference entry keeps the fingerprint it always had."""
+    content = "\n".join(normalise_for_match(text) for text in (source, reference, *extra_references))
     return hashlib.sha256(content.encode("utf-8")).hexdigest()[:ENTRY_FINGERPRINT_CHARS]

@@ -33,7 +33,7 @@ from gateway.server.spill import RunSpill
 
 QUALITY_TIER_BASIS = "heuristic: engineering proxies, not validated by community review"
 EQUIVALENCE_WARNING = (
-    "equivalent_match_rate is null: no entry carries acceptable_variants and the target "
+    "equivalent_match_rate is null: no entry carries acceptable_variants or further references and the target "
     "language has no equivalence plugin"
 )
 
@@ -87,11 +87,12 @@ async def evaluate(
     clients: dict[str, FamilyClient],
     unrouted: dict[str, str],
     spill: RunSpill,
-    on_progress: Callable[[int, int, bool, list[str]], None] | None = None,
+    on_progress: Callable[..., None] | None = None,
 ) -> ScoredRun:
     """Scores a run whose header `intake` has validated, its entries coming
     from the first part and `later_parts`, batches scored while they come.
-    `on_progress(done, total, upload_complete, slow_families)`."""
+    `on_progress(done, total, upload_complete, slow_families, entries_done,
+    entries_total)`."""
     run_id = uuid.uuid4().hex
     header = intake.header
     batch_size = header.options.batch_size or config.batch_size
@@ -99,7 +100,7 @@ async def evaluate(
 
     def progress(done: int, total: int, slow: list[str]) -> None:
         if on_progress is not None:
-            on_progress(done, total, upload_complete, slow)
+            on_progress(done, total, upload_complete, slow, fan_out.entries_scored, fan_out.entries_sent)
 
     fan_out = FanOut(clients, config.max_in_flight, spill.add_response, progress)
     try:

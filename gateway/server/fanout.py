@@ -150,8 +150,16 @@ class FanOut:
         self.slow: set[str] = set()
         self.scheduled = 0
         self.answered = 0
+        # Entries sent, and entries every family has answered (or failed
+        # on): what a progress bar counts, as batches differ in size.
+        self.entries_sent = 0
+        self.entries_scored = 0
+        self._awaited: dict[int, tuple[set[str], int]] = {}
 
     async def submit(self, index: int, batch: family_pb2.ScoreBatchRequest) -> None:
+        self.entries_sent += len(batch.entries)
+        self._awaited[index] = ({name for name in self._clients if name not in self.failures}, len(batch.entries))
+        self._settle(index)
         for name, client in self._clients.items():
             if name in self.failures:
                 continue
@@ -177,12 +185,25 @@ class FanOut:
         if client.name not in self.failures:
             self._store(client.name, index, response)
             self.answered += 1
+            self._awaited[index][0].discard(client.name)
+            self._settle(index)
             self._report()
+
+    def _settle(self, index: int) -> None:
+        """Counts batch `index`'s entries as scored once no family owes an answer."""
+        awaited = self._awaited.get(index)
+        if awaited is not None and not awaited[0]:
+            del self._awaited[index]
+            self.entries_scored += awaited[1]
 
     def _fail(self, family: str, reason: str) -> None:
         if family in self.failures:
             return
         self.failures[family] = reason
+        for index in list(self._awaited):  # its batches owe it nothing more
+            self._awaited[index][0].discard(family)
+            self._settle(index)
+        self._report()
         current = asyncio.current_task()
         for task in self._tasks[family]:
             if task is not current:

@@ -21,6 +21,7 @@ from champollion.eval.v1 import family_pb2, gateway_pb2
 from gateway.card.breakdowns import provenance_key
 from gateway.card.contamination import Coaching, ContaminationCheck
 from gateway.card.costs import EntryUsage, Pricing, TokenTotalOverflow, UsageTally
+from gateway.card.identity import version_reference
 from gateway.card.usage import UsageReading
 from gateway.server.spill import RunSpill
 from gateway.server.validation import (
@@ -92,6 +93,7 @@ def _batch_entry(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Predict
         id=entry.id,
         source=entry.source,
         reference=entry.reference,
+        extra_references=list(entry.extra_references),
         acceptable_variants=list(entry.acceptable_variants),
         prediction="" if failed else prediction.prediction,
         failed=failed,
@@ -240,7 +242,9 @@ class RunIntake:
     def _ready_entry(self, entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None) -> None:
         batch_entry = _batch_entry(entry, prediction)
         difficulty = entry.difficulty if entry.HasField("difficulty") else None
-        self._spill.add_entry(self.tally.total, entry.id, entry.reference, difficulty, _error_of(prediction))
+        # The spill hashes what the corpus version covers: every reference.
+        self._spill.add_entry(self.tally.total, entry.id, version_reference(entry.reference, entry.extra_references),
+                              difficulty, _error_of(prediction))
         self.contamination.add(entry.id, entry.source, entry.reference)
         tally = self.tally
         tally.total += 1
@@ -249,7 +253,8 @@ class RunIntake:
         tally.provenance.append(provenance_key(entry))
         if entry.domain:
             tally.domains[entry.domain] += 1
-        tally.any_variants = tally.any_variants or bool(entry.acceptable_variants)
+        # Further references are accepted outputs too (equivalent match takes any of them).
+        tally.any_variants = tally.any_variants or bool(entry.acceptable_variants) or bool(entry.extra_references)
         index, reading = self._usage.pop(entry.id, (None, None))
         try:
             tally.usage.add(_entry_usage(entry, prediction, reading))

@@ -10,6 +10,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from champollion.eval.v1 import family_pb2
+from champollion.sacrebleu_adapter import merged_signature
 from gateway.card.metrics import FAMILIES, PLUGIN_OVERRIDES, may_provide
 from gateway.server.spill import RunSpill
 
@@ -44,7 +45,7 @@ def _family_rows(family: str, responses: Iterable[family_pb2.ScoreBatchResponse]
         for metric_id, metric_rows in rows.items():
             blocks.setdefault(metric_id, []).append(np.asarray(metric_rows, dtype=float))
         for metric_id, text in response.signatures.items():
-            merged.signatures.setdefault(metric_id, text)
+            merged.signatures[metric_id] = merged_signature(merged.signatures.get(metric_id), text)
         for key, text in response.labels.items():
             merged.labels.setdefault(key, text)
         for warning in response.warnings:

@@ -13,8 +13,8 @@ import structlog
 from champollion import __version__
 from champollion.cards import CardRegistry, default_registry
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
-from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
-from gateway.card.compare import ComparableRun, CompareRefused, compare_runs
+from gateway.card.bootstrap import DEFAULT_SEED
+from gateway.card.compare import BOOTSTRAP, DEFAULT_SAMPLES, METHODS, ComparableRun, CompareRefused, compare_runs
 from gateway.card.metrics import FAMILIES
 from gateway.card.redaction import tier_of
 from gateway.card.run_card import dict_to_message, run_card_to_proto
@@ -28,7 +28,7 @@ from gateway.server.intake import RunIntake
 from gateway.server.registered import CorpusRefused, answer_view, registered_run, stored_view
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
-from gateway.server.validation import MAX_RESAMPLES, InvalidRun
+from gateway.server.validation import MAX_RESAMPLES, InvalidRun, shown
 from gateway.store import CorpusConflict, InvalidQuery, RunStore, StoreError, UnknownCorpus, UnknownRun
 
 log = structlog.get_logger()
@@ -161,10 +161,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         latest: list[gateway_pb2.EvaluateProgress] = []
         changed = asyncio.Event()
 
-        def on_progress(done: int, total: int, upload_complete: bool, slow_families: list[str]) -> None:
+        def on_progress(done: int, total: int, upload_complete: bool, slow_families: list[str],
+                        entries_done: int, entries_total: int) -> None:
             latest[:] = [gateway_pb2.EvaluateProgress(
                 batches_done=done, batches_total=total, upload_complete=upload_complete,
-                slow_families=slow_families)]
+                slow_families=slow_families, entries_done=entries_done, entries_total=entries_total)]
             changed.set()
 
         with RunSpill() as spill:
@@ -192,12 +193,17 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         if request.seed < 0 or not 0 <= request.resamples <= MAX_RESAMPLES:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"seed must not be negative and resamples must be "
                                                                   f"0 (default) to {MAX_RESAMPLES}")
+        method = request.method or BOOTSTRAP
+        if method not in METHODS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"method must be one of {', '.join(METHODS)} "
+                                                                  f"(empty: bs), got {shown(request.method)}")
         seed = request.seed if request.HasField("seed") else DEFAULT_SEED
-        resamples = request.resamples or DEFAULT_RESAMPLES
+        # Bootstrap resamples, or randomization trials.
+        samples = request.resamples or DEFAULT_SAMPLES[method]
         baseline = await self._comparable(request.baseline, request.baseline_run_id, context)
         system = await self._comparable(request.system, request.system_run_id, context)
         try:
-            result = await asyncio.to_thread(compare_runs, baseline, system, resamples, seed)
+            result = await asyncio.to_thread(compare_runs, baseline, system, samples, seed, method)
         except CompareRefused as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         return dict_to_message(result, gateway_pb2.CompareResponse())

@@ -22,6 +22,9 @@ DEFAULT_MAX_TEXT_CHARS = 20_000  # a source, reference, variant, prediction (Gat
 MAX_TOKEN_CHARS = 1_000  # a run of characters without whitespace, in any text
 MAX_ID_CHARS = 256
 MAX_LANGUAGE_CHARS = 32
+# References per entry, the primary included: sacreBLEU-style multi-reference
+# test sets have a handful; every one costs each family's BLEU, chrF++ and TER.
+MAX_REFERENCES = 32
 # Error messages echo a value sent at most this long: a 1 MB id must not
 # make a 1 MB message (which gRPC would refuse to send).
 ECHO_CHARS = 80
@@ -106,10 +109,27 @@ def check_entry(entry: gateway_pb2.CorpusEntry, index: int, max_text_chars: int 
     if not entry.reference.strip():
         # sacreBLEU refuses empty references; an entry needs one (SPEC §9).
         raise InvalidRun(f"{path}.reference", "must be a non-empty string", entry.id)
+    _check_extra_references(entry, path, max_text_chars)
     if entry.HasField("difficulty") and not 1 <= entry.difficulty <= 5:
         raise InvalidRun(f"{path}.difficulty", f"must be 1-5, got {entry.difficulty}", entry.id)
     for term_index, term in enumerate(entry.terms):
         _check_term(term, f"{path}.terms[{term_index}]", entry.id)
+
+
+def _check_extra_references(entry: gateway_pb2.CorpusEntry, path: str, max_text_chars: int) -> None:
+    """Each further reference as the primary one. They are named as a corpus
+    file's `references` list names them (the primary is references[0]),
+    with the message's field beside it."""
+    count = 1 + len(entry.extra_references)
+    if count > MAX_REFERENCES:
+        raise InvalidRun(f"{path}.extra_references", f"{count} references (at most {MAX_REFERENCES} per entry, "
+                                                     "the primary included)", entry.id)
+    for index, reference in enumerate(entry.extra_references):
+        field = f"{path}.references[{index + 1}]"
+        check_text(reference, field, entry.id, max_text_chars)
+        if not reference.strip():
+            raise InvalidRun(field, f"must be a non-empty string (the message's extra_references[{index}])",
+                             entry.id)
 
 
 def _usage_of(prediction: gateway_pb2.Prediction, path: str) -> UsageReading | None:

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, insert, select, text
 
-from gateway.card.identity import corpus_version, entry_fingerprint
+from gateway.card.identity import corpus_version, entry_fingerprint, version_reference
 from gateway.store.errors import CorpusConflict, InvalidQuery, UnknownCorpus
 from gateway.store.rows import utc
 from gateway.store.tables import corpora, corpus_entries, corpus_tiers
@@ -78,7 +78,8 @@ def register(connection: Connection, corpus: dict, tier: str, new_version: bool,
     entries = [canonical_entry(entry) for entry in corpus["entries"]]
     if not entries:
         raise InvalidQuery("corpus.entries: a corpus needs at least one entry")
-    version = corpus_version((entry["id"], entry["reference"]) for entry in entries)
+    version = corpus_version((entry["id"], version_reference(entry["reference"], entry.get("extra_references", ())))
+                             for entry in entries)
     _lock(connection, corpus_id)
     registered = connection.execute(
         select(corpora).where(corpora.c.corpus_id == corpus_id).order_by(corpora.c.number)).all()
@@ -108,7 +109,8 @@ def register(connection: Connection, corpus: dict, tier: str, new_version: bool,
     for start in range(0, len(entries), INSERT_BATCH):
         connection.execute(insert(corpus_entries), [
             {"corpus_id": corpus_id, "version": version, "position": position, "entry_id": entry["id"],
-             "fingerprint": entry_fingerprint(entry["source"], entry["reference"]), "entry": entry}
+             "fingerprint": entry_fingerprint(entry["source"], entry["reference"], entry.get("extra_references", ())),
+             "entry": entry}
             for position, entry in enumerate(entries[start:start + INSERT_BATCH], start=start)])
     connection.execute(insert(corpus_tiers), [
         {"corpus_id": corpus_id, "version": version, "step": 0, "tier": tier, "since": now}])

@@ -3,12 +3,12 @@ words), orthographic accuracy (card rules) and morphological accuracy (gold
 annotations), each as [numerator, denominator] statistics for the gateway."""
 from __future__ import annotations
 
+from functools import cache
 from importlib import metadata
 
 from champollion import __version__
 from champollion.analyzers import Analyzer, AnalyzerRegistry
 from champollion.cards import LanguageCard
-from champollion.words import words_of
 from services.contract import (
     BatchContext,
     BatchOutput,
@@ -18,6 +18,7 @@ from services.contract import (
 )
 from services.structural.morphology import matched_gold
 from services.structural.orthography import rules_for, violations
+from services.structural.text_words import TextWords
 
 # Request option that turns a language's eval-standard plugins off.
 PLUGINS_OFF = "off"
@@ -26,6 +27,7 @@ PLUGINS_OFF = "off"
 MAX_LISTED = 20
 
 
+@cache  # reads the package's metadata file: once per process, not per batch
 def _hfst_version() -> str:
     try:
         return metadata.version("hfst")
@@ -47,6 +49,8 @@ class StructuralScorer:
         self.registry = registry or AnalyzerRegistry()
         # Language code -> discovered eval-standard plugins, built once.
         self._plugins: dict = {}
+        # Words of predictions, per keep_hyphenated (cached per chunk type).
+        self._words = {keep: TextWords(keep) for keep in (False, True)}
 
     def languages(self) -> list[str]:
         return self._languages
@@ -97,10 +101,10 @@ class StructuralScorer:
             if_caveat="fst_acceptance_rate and morphological_accuracy are not representative")
         rule_names = list(card.orthography.rules)
         rules = rules_for(rule_names)
-        keep_hyphenated = card.words.keep_hyphenated
+        split_words = self._words[card.words.keep_hyphenated]
         outputs = []
         for entry in entries:
-            words = words_of(entry.prediction, keep_hyphenated)
+            words = split_words(entry.prediction)
             values: dict = {}
             stats: dict = {}
             if analyzer is not None:

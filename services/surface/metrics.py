@@ -3,6 +3,11 @@
 Rates travel as [numerator, denominator] statistics; chrF++, BLEU and TER as
 sacreBLEU's own per-segment statistics, so corpus values are exactly what
 sacreBLEU's ``corpus_score`` gives on the whole corpus.
+
+References: chrF++, BLEU and TER use every reference of an entry (sacreBLEU's
+several reference streams; `nrefs` in their signatures); exact match and the
+length ratio use the primary reference; equivalent match accepts any
+reference or acceptable variant.
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from champollion import __version__
 from champollion.sacrebleu_adapter import (
     SACREBLEU_VERSION,
     build_metric,
+    reference_count,
     score_from_statistics,
     segment_statistics,
     signature,
@@ -57,7 +63,7 @@ class SurfaceScorer:
         bleu = build_metric("bleu", bleu_tokenizer=target.surface.bleu_tokenizer)
         ter = build_metric("ter", ter_asian_support=target.surface.ter_asian_support)
         hypotheses = [entry.prediction for entry in entries]
-        references = [entry.reference for entry in entries]
+        references = [entry.references for entry in entries]
         chrf_stats = segment_statistics(chrf, hypotheses, references)
         bleu_stats = segment_statistics(bleu, hypotheses, references)
         ter_stats = segment_statistics(ter, hypotheses, references)
@@ -67,7 +73,7 @@ class SurfaceScorer:
             prediction = normalise_for_match(entry.prediction)
             exact = prediction == normalise_for_match(entry.reference)
             equivalent = exact or prediction in {
-                normalise_for_match(variant) for variant in entry.acceptable_variants
+                normalise_for_match(text) for text in (*entry.references, *entry.acceptable_variants)
             }
             ratio = length_ratio(entry.prediction, entry.reference)
             outputs.append(
@@ -90,11 +96,12 @@ class SurfaceScorer:
                     },
                 )
             )
+        nrefs = reference_count(references)
         return BatchOutput(
             entries=outputs,
             signatures={
-                "chrf_plus_plus": signature(chrf),
-                "bleu": signature(bleu),
-                "ter": signature(ter),
+                "chrf_plus_plus": signature(chrf, nrefs),
+                "bleu": signature(bleu, nrefs),
+                "ter": signature(ter, nrefs),
             },
         )

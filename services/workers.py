@@ -1,0 +1,383 @@
+"""Scoring in worker processes, so that an evaluation uses every core.
+
+Scoring is CPU-bound Python (sacreBLEU, the numpy sentence encoder, spaCy,
+hfst) that holds the GIL: in the threads of one process, one core does
+nearly all the work. A ``WorkerPool`` keeps up to ``size`` processes, each
+able to score any family (it builds a family's scorer from a picklable
+``ScorerSpec`` on its first batch of that family and keeps it), so one pool
+serves all the families of a stack and a core left idle by one family helps
+a busy one.
+
+- A batch waits for a free worker in the event loop: a call cancelled while
+  it waits never starts; one already computing finishes in its worker.
+- Workers are started with 'spawn' (never forked from a process running gRPC
+  threads), when first needed, and each limits BLAS to one thread when there
+  are several workers.
+- A worker that dies mid-batch fails that batch (``WorkerDied``, naming the
+  process and its exit) and is replaced; the others go on.
+- ``close`` stops them all; a worker whose server process dies sees its pipe
+  close and exits, so none is left behind.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import signal
+import threading
+import traceback
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import structlog
+
+from services.contract import BatchContext, BatchOutput, EntryOutput
+
+log = structlog.get_logger()
+
+START_METHOD = "spawn"
+# BLAS/OpenMP libraries read these when they load, threadpoolctl limits those already loaded.
+_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended while it scored a batch."""
+
+
+class WorkerScoringError(RuntimeError):
+    """The family's scorer raised in a worker; the message is its type and text."""
+
+
+WORKERS_ENV = "CHAMPOLLION_WORKERS"
+
+
+def default_workers() -> int:
+    """$CHAMPOLLION_WORKERS, else one worker per core this process may run on."""
+    if os.environ.get(WORKERS_ENV, "").strip():
+        return int(os.environ[WORKERS_ENV])
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class ScorerSpec:
+    """How a worker builds a family's scorer: the family's factory in
+    services.registry called with `options` (languages, device, ...)."""
+    family: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.family}:{json.dumps(self.options, sort_keys=True, default=str)}"
+
+    @property
+    def server_part(self) -> bool:
+        """Whether part of the family's work stays in its server process (see IN_SERVER)."""
+        return self.family in IN_SERVER
+
+
+# Work a family keeps in its server process. The semantic family's COMET
+# models stay there, one copy per server (one on a GPU), so that concurrent
+# batches share their micro-batches (services/semantic/batching.py); its
+# workers compute the sentence-embedding score only. Each entry: (the part a
+# worker computes, returning a BatchOutput; the rest, done on that output).
+def _semantic_in_worker(scorer, entries, context: BatchContext) -> BatchOutput:
+    output = BatchOutput(entries=[EntryOutput(id=entry.id, values={}, stats={}) for entry in entries])
+    scorer._semantic_score(entries, context, output)
+    return output
+
+
+def _semantic_in_server(scorer, entries, context: BatchContext, output: BatchOutput) -> None:
+    scorer._comet_score(entries, context, output)
+
+
+IN_SERVER = {"semantic": (_semantic_in_worker, _semantic_in_server)}
+
+
+def finish_in_server(spec: ScorerSpec, scorer, entries, context: BatchContext, output: BatchOutput) -> BatchOutput:
+    """The family's in-server part (if any) added to what its worker computed."""
+    if spec.family in IN_SERVER:
+        IN_SERVER[spec.family][1](scorer, entries, context, output)
+    return output
+
+
+# --- the worker process --------------------------------------------------------
+
+
+def _limit_threads(limit: bool) -> None:
+    if limit:
+        from threadpoolctl import threadpool_limits
+        threadpool_limits(limits=1)
+
+
+def _worker_main(conn: Connection, limit_blas: bool) -> None:
+    """A worker's life: score what comes down the pipe until told to stop or
+    the pipe closes (its server is gone)."""
+    # Ctrl-C reaches the whole process group: the server stops its workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Stdout may be the command's answer (`evaluate` prints the run card):
+    # whatever a worker prints goes to stderr, its log events too.
+    os.dup2(2, 1)
+    from champollion import logs
+    logs.configure("WARNING")
+    if limit_blas:
+        for name in _THREAD_ENV:
+            os.environ[name] = "1"
+    # Workers never load COMET: the semantic family's models stay in its server (IN_SERVER).
+    os.environ.pop("CHAMPOLLION_COMET_PRELOAD", None)
+    from champollion.eval.v1 import family_pb2
+    from services.registry import IMPLEMENTED
+    from services.servicer import entries_from_request, response_from_output
+
+    _limit_threads(limit_blas)
+    scorers: dict[str, Any] = {}
+
+    def scorer_for(spec: ScorerSpec):
+        if spec.key not in scorers:
+            scorers[spec.key] = IMPLEMENTED[spec.family](**spec.options).scorer
+            _limit_threads(limit_blas)  # libraries the scorer loaded
+        return scorers[spec.key]
+
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        kind, *payload = message
+        if kind == "warm":
+            for spec in payload[0]:
+                try:
+                    scorer_for(spec)
+                except Exception:  # noqa: BLE001 - its first batch will fail and say why
+                    pass
+            conn.send(("ok", None))
+            continue
+        spec, request_bytes, context = payload
+        try:
+            scorer = scorer_for(spec)
+            entries = entries_from_request(family_pb2.ScoreBatchRequest.FromString(request_bytes))
+            if spec.family in IN_SERVER:
+                reply = IN_SERVER[spec.family][0](scorer, entries, context)
+            else:
+                reply = response_from_output(scorer.name, scorer.score(entries, context)).SerializeToString()
+        except Exception as error:  # the batch fails; the worker stays
+            conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
+            continue
+        conn.send(("ok", reply))
+
+
+# --- the server's side ---------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, context, limit_blas: bool):
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, limit_blas), name="champollion-worker",
+                                       daemon=True)
+        self.process.start()
+        child.close()  # the worker's end lives in the worker only: its death closes the pipe
+
+    def call(self, message):
+        """Sends a batch and waits for the answer, or for the process to end."""
+        try:
+            self.conn.send(message)
+            ready = wait([self.conn, self.process.sentinel])
+            if self.conn in ready:
+                return self.conn.recv()
+        except (EOFError, OSError):
+            pass
+        self.process.join(timeout=5)
+        raise WorkerDied(f"worker process {self.process.pid} {_exit_description(self.process.exitcode)} "
+                         "while scoring this batch; it was replaced")
+
+    def stop(self, timeout: float) -> None:
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        self.conn.close()
+
+
+def _exit_description(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class WorkerPool:
+    """`size` worker processes shared by the families of one server process
+    (or one stack), each in a slot of its own. Use from one event loop.
+
+    A batch goes to a free worker, preferring the one its affinity key (the
+    batch's first entry id) names: the families' batches of the same entries
+    then tend to meet in one worker, where the sentence encoder's cache
+    (shared by the semantic and behavioral families) already holds their
+    texts. A worker that frees up takes the oldest batch that prefers it,
+    else the oldest waiting."""
+
+    def __init__(self, size: int, start_method: str = START_METHOD):
+        if size < 1:
+            raise ValueError("a worker pool needs at least one worker")
+        self.size = size
+        self._context = multiprocessing.get_context(start_method)
+        self._limit_blas = size > 1
+        self._workers: list[_Worker | None] = [None] * size  # started when first needed
+        self._free: list[int] = list(range(size))
+        self._waiting: list[tuple[int, asyncio.Future]] = []
+        self._lock = threading.Lock()
+        # One thread per worker waits on its pipe; the event loop stays free.
+        self._threads = ThreadPoolExecutor(size, "champollion-worker-call")
+        self._closed = False
+        self._warming: set[asyncio.Task] = set()
+        # Counts, for logs and tests: batches sent to a worker, workers replaced.
+        self.batches = 0
+        self.replaced = 0
+
+    def pids(self) -> list[int]:
+        """The live workers' process ids."""
+        with self._lock:
+            return sorted(w.process.pid for w in self._workers if w is not None and w.process.is_alive())
+
+    async def score(self, spec: ScorerSpec, request_bytes: bytes, context: BatchContext, affinity: str = ""):
+        """The serialized ScoreBatchResponse, or (a family with a part in
+        its server) the worker's BatchOutput. Raises WorkerDied or
+        WorkerScoringError."""
+        status, *reply = await self._run(("score", spec, request_bytes, context), zlib.crc32(affinity.encode()))
+        if status == "error":
+            message, worker_traceback = reply
+            log.error("worker_batch_failed", family=spec.family, error=message, worker_traceback=worker_traceback)
+            raise WorkerScoringError(message)
+        return reply[0]
+
+    def warm(self, specs: list[ScorerSpec]) -> None:
+        """Starts every worker now, each building these scorers (loading
+        their models) before its first batch, while the server starts and
+        the run uploads: a first batch then does not wait for it."""
+        for slot in range(self.size):
+            task = asyncio.get_running_loop().create_task(self._warm_one(list(specs), slot))
+            self._warming.add(task)
+            task.add_done_callback(self._warming.discard)
+
+    def warming(self) -> bool:
+        """Whether a warm-up is still going on."""
+        return bool(self._warming)
+
+    async def _warm_one(self, specs: list[ScorerSpec], slot: int) -> None:
+        try:
+            await self._run(("warm", specs), slot)
+        except Exception as error:  # noqa: BLE001 - a batch sent to that worker will say what is wrong
+            if not self._closed:
+                log.warning("worker_warm_up_failed", error=str(error))
+
+    async def _acquire(self, key: int) -> int:
+        """A free slot, the preferred one if free; waiting here, a cancelled
+        call never starts."""
+        preferred = key % self.size
+        if self._free:
+            slot = preferred if preferred in self._free else self._free[0]
+            self._free.remove(slot)
+            return slot
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append((preferred, waiter))
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release(waiter.result())  # handed a slot just as it was cancelled
+            else:
+                self._waiting.remove((preferred, waiter))
+            raise
+
+    def _release(self, slot: int) -> None:
+        waiting = [entry for entry in self._waiting if not entry[1].done()]
+        if waiting:
+            chosen = next((entry for entry in waiting if entry[0] == slot), waiting[0])
+            self._waiting.remove(chosen)
+            chosen[1].set_result(slot)
+        else:
+            self._free.append(slot)
+
+    async def _run(self, message, key: int):
+        """`message` sent to a free worker, its answer."""
+        loop = asyncio.get_running_loop()
+        slot = await self._acquire(key)
+        try:
+            future = self._threads.submit(self._call, slot, message)
+        except BaseException:
+            self._release(slot)
+            raise
+        # The slot is free when the worker is, not when the caller stops waiting.
+        future.add_done_callback(lambda _: _call_soon(loop, self._release, slot))
+        return await asyncio.wrap_future(future)
+
+    def _call(self, slot: int, message):
+        worker = self._worker_in(slot)
+        self.batches += message[0] == "score"
+        try:
+            return worker.call(message)
+        except WorkerDied as error:
+            if not self._closed:  # else it was stopped with the pool
+                log.error("worker_died", job=message[0], error=str(error))
+            worker.stop(timeout=1)
+            if not self._closed:
+                self._start_in(slot, replacing=True)
+            raise
+
+    def _worker_in(self, slot: int) -> _Worker:
+        with self._lock:
+            worker = self._workers[slot]
+        if worker is not None and worker.process.is_alive():
+            return worker
+        if worker is not None:
+            # Died while idle (killed, out of memory): replaced, no batch lost.
+            log.error("worker_died", pid=worker.process.pid, exit=_exit_description(worker.process.exitcode))
+            worker.stop(timeout=1)
+        return self._start_in(slot, replacing=worker is not None)
+
+    def _start_in(self, slot: int, replacing: bool) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            worker = self._workers[slot] = _Worker(self._context, self._limit_blas)
+            self.replaced += replacing
+            return worker
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stops every worker: idle ones at once, busy ones after their
+        batch (or killed after `timeout`)."""
+        with self._lock:
+            self._closed = True
+            workers = [w for w in self._workers if w is not None]
+        for worker in workers:
+            worker.stop(timeout)
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    async def aclose(self, timeout: float = 10.0) -> None:
+        """close() from the pool's event loop, warm-ups cancelled first."""
+        for task in list(self._warming):
+            task.cancel()
+        await asyncio.to_thread(self.close, timeout)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback, *args) -> None:
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # the loop is closed: nothing waits for the slot
+        pass

@@ -1,0 +1,223 @@
+"""Families scoring in worker processes (services/workers.py): the same run
+card as scoring in threads, a killed worker failing only its batch and being
+replaced, cancelled calls never started, no process left after stop."""
+from __future__ import annotations
+
+import asyncio
+import json
+import multiprocessing
+import os
+import signal
+import threading
+import time
+
+import grpc
+import pytest
+
+from champollion.cards import default_registry
+from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
+from champollion.launch.embedded import EmbeddedStack, start_family
+from services.contract import BatchContext
+from services.registry import scorer_spec
+from services.workers import WorkerPool
+from tests.conftest import EXAMPLE, evaluate, make_request
+
+# Fields that differ between two evaluations of one run by design.
+VOLATILE = ("run_id", "integrity")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _comparable(card: dict) -> dict:
+    """The card less what differs by design, and less warnings about time (a
+    batch past its deadline on a loaded machine, sent once more)."""
+    kept = {key: value for key, value in card.items() if key not in VOLATILE}
+    kept["warnings"] = [w for w in card["warnings"] if "was slow" not in w]
+    return kept
+
+
+def _differences(a, b, path: str = "") -> list[str]:
+    """Where two cards differ, as paths (a readable failure message)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for key in sorted(set(a) | set(b)) for d in _differences(a.get(key), b.get(key), f"{path}.{key}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _differences(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {a!r:.80} != {b!r:.80}"]
+
+
+def _example_card(cli, gateway_address: str) -> dict:
+    result = cli("evaluate", EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl", "--meta", EXAMPLE / "meta.json",
+                 "--glossary", EXAMPLE / "glossary.json", "--batch-size", "5", "--gateway", gateway_address)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_two_workers_give_the_card_of_scoring_in_threads(cli):
+    # Stacks one after the other: gRPC's asyncio poller logs spurious
+    # BlockingIOErrors when two stacks' event loops serve at once.
+    with EmbeddedStack(workers=0, store=None) as running:
+        assert running.worker_pools == []
+        in_threads = _example_card(cli, running.gateway_address)
+    with EmbeddedStack(workers=2, store=None) as running:
+        in_workers = _example_card(cli, running.gateway_address)
+        (pool,) = running.worker_pools
+        pids = pool.pids()
+    # 36 entries in batches of 5 for each of 5 families: both workers took batches.
+    assert len(pids) == 2 and pool.batches >= 5 * 8
+    assert not _differences(_comparable(in_threads), _comparable(in_workers))
+    assert not any(_alive(pid) for pid in pids), "no worker outlives its stack"
+
+
+def test_one_worker_or_none_scores_in_threads():
+    for workers in (0, 1):
+        with EmbeddedStack(families=("surface",), workers=workers, store=None) as running:
+            assert running.worker_pools == []
+
+
+def _long_entries(count: int) -> list[dict]:
+    sentence = "the quick brown fox jumps over the lazy dog while the cat watches from the warm window sill"
+    return [{"id": f"long-{i}", "source": sentence, "reference": f"{sentence} {i}"} for i in range(count)]
+
+
+def _wait_until_warm(pool: WorkerPool) -> None:
+    deadline = time.monotonic() + 120
+    while (pool.warming() or not pool.pids()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pool.warming()
+
+
+def test_a_killed_worker_fails_its_batch_clearly_and_is_replaced():
+    with EmbeddedStack(families=("surface",), workers=2, store=None) as running, \
+            grpc.insecure_channel(running.gateway_address) as channel:
+        gateway = gateway_pb2_grpc.GatewayStub(channel)
+        (pool,) = running.worker_pools
+        _wait_until_warm(pool)
+        victims = pool.pids()
+        assert len(victims) == 2, "the stack started its workers"
+        # One batch that takes seconds: its worker (either) is killed while it scores.
+        entries = _long_entries(6000)
+        # Predictions far from their references: TER's shift search takes its time.
+        predictions = [{"id": e["id"], "prediction": " ".join(reversed(e["reference"].split()))} for e in entries]
+        request = make_request(entries, predictions, batch_size=6000)
+        cards = []
+        caller = threading.Thread(target=lambda: cards.append(evaluate(gateway, request)))
+        caller.start()
+        time.sleep(1.0)
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        caller.join(timeout=120)
+        (card,) = cards
+        assert card["scores"]["chrf_plus_plus"] is None
+        failures = [w for w in card["warnings"] if w.startswith("family 'surface' failed (INTERNAL: surface: worker "
+                                                                "process ")]
+        assert len(failures) == 1, card["warnings"]
+        assert any(f"worker process {pid} was killed by SIGKILL while scoring this batch; it was replaced)" in failures[0]
+                   for pid in victims), failures
+
+        # The stack goes on: the next run is complete.
+        again = evaluate(gateway, make_request(_long_entries(10)))
+        assert again["scores"]["chrf_plus_plus"] is not None
+        assert not [w for w in again["warnings"] if "surface" in w]
+        assert pool.replaced >= 1 and not set(victims) & set(pool.pids())
+        pids = pool.pids()
+    assert pids and not any(_alive(pid) for pid in [*pids, *victims]), "no worker outlives its stack"
+
+
+def test_a_worker_killed_while_idle_is_replaced_without_failing_a_batch():
+    with EmbeddedStack(families=("surface",), workers=2, store=None) as running, \
+            grpc.insecure_channel(running.gateway_address) as channel:
+        gateway = gateway_pb2_grpc.GatewayStub(channel)
+        (pool,) = running.worker_pools
+        _wait_until_warm(pool)
+        for pid in pool.pids():
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+        card = evaluate(gateway, make_request(_long_entries(4), batch_size=2))
+        assert card["scores"]["chrf_plus_plus"] is not None
+        assert not [w for w in card["warnings"] if "surface" in w]
+        assert pool.replaced >= 1
+
+
+def _batch(entries: int) -> bytes:
+    request = family_pb2.ScoreBatchRequest(source_lang="eng", target_lang="spa")
+    for entry in _long_entries(entries):
+        request.entries.add(prediction=entry["reference"][:40], **entry)
+    return request.SerializeToString()
+
+
+def test_a_call_cancelled_while_it_waits_for_a_worker_never_starts():
+    cards = default_registry()
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    spec = scorer_spec("surface", None, {})
+
+    async def scenario():
+        pool = WorkerPool(1)
+        try:
+            busy = asyncio.create_task(pool.score(spec, _batch(300), context))
+            waiting = asyncio.create_task(pool.score(spec, _batch(3), context))
+            await asyncio.sleep(0.2)
+            waiting.cancel()
+            response = family_pb2.ScoreBatchResponse.FromString(await busy)
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            assert len(response.entries) == 300
+            assert pool.batches == 1, "the cancelled call was not sent to a worker"
+            after = family_pb2.ScoreBatchResponse.FromString(await pool.score(spec, _batch(3), context))
+            assert [e.id for e in after.entries] == ["long-0", "long-1", "long-2"]
+        finally:
+            pool.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_scorer_error_in_a_worker_fails_the_batch_with_its_message():
+    cards = default_registry()
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+
+    async def scenario():
+        pool = WorkerPool(1)
+        try:
+            with pytest.raises(Exception) as raised:
+                await pool.score(scorer_spec("no-such-family", None, {}), _batch(1), context)
+            assert str(raised.value) == "KeyError: 'no-such-family'"
+            # The worker survived its batch's failure.
+            assert len(pool.pids()) == 1 and pool.replaced == 0
+        finally:
+            pool.close()
+
+    asyncio.run(scenario())
+
+
+def _workers_running() -> set[int]:
+    return {child.pid for child in multiprocessing.active_children() if child.name == "champollion-worker"}
+
+
+def test_a_family_served_alone_scores_in_workers_of_its_own_until_it_stops():
+    request = family_pb2.ScoreBatchRequest.FromString(_batch(20))
+
+    async def scenario():
+        answers = {}
+        for workers in (2, 0):
+            before = _workers_running()
+            server, port = await start_family("surface", "127.0.0.1:0", workers=workers)
+            try:
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                    answers[workers] = await family_pb2_grpc.FamilyStub(channel).ScoreBatch(request, timeout=120)
+                started = _workers_running() - before
+                assert len(started) == (2 if workers else 0)
+            finally:
+                await server.stop(None)
+            await asyncio.sleep(0)  # the server's closer stops its workers
+            deadline = time.monotonic() + 30
+            while _workers_running() & started and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert not _workers_running() & started
+        assert answers[2] == answers[0]
+
+    asyncio.run(scenario())
