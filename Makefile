@@ -77,6 +77,12 @@ bench: install
 	$(BIN)/python bench/fst_lookup.py
 	$(BIN)/python bench/leaderboard.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/comet_service.py
+	$(BIN)/python bench/end_to_end.py
+	$(BIN)/python bench/embeddings.py
+	$(BIN)/python bench/native_equality.py
+	$(BIN)/python bench/paired_ar.py
+	$(BIN)/python bench/multi_reference.py
 
 clean:
 	rm -rf $(VENV) champollion/eval build *.egg-info

