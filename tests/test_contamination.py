@@ -249,3 +249,14 @@ def test_bad_coaching_data_in_the_meta_file(cli, tmp_path, stack, coaching, mess
                  "--gateway", stack.gateway_address)
     assert result.exit_code == 2
     assert result.stderr.strip() == f"champollion: error: {meta}: {message}"
+
+
+def test_a_further_reference_in_the_coaching_data_contaminates_its_entry():
+    """An entry's references beyond the primary count as much as it does."""
+    further = "Die Katze schläft seit dem frühen Morgen auf dem alten Sofa im Wohnzimmer."
+    contamination = ContaminationCheck.of("Translate into German.", [f"Example: {further}"])
+    contamination.add("e1", "The cat has been asleep on the old sofa since early morning.",
+                      "Seit dem frühen Morgen schläft die Katze auf dem alten Sofa.", further)
+    contamination.add("e2", "It rains.", "Es regnet.", "Es regnet gerade.")
+    assert contamination.contaminated_entries == ["e1"]
+    assert contamination.overlap() > 0

@@ -118,19 +118,23 @@ class ContaminationCheck:
         items = [(path, parts) for path, parts in items if any(parts)]
         return cls(_Index.of(items) if items else None)
 
-    def add(self, entry_id: str, source: str, reference: str) -> None:
+    def add(self, entry_id: str, source: str, reference: str, *extra_references: str) -> None:
+        """One entry; every reference is checked (an entry with further
+        references is contaminated by any of them)."""
         if self.index is None:
             return
-        source, reference = normalise_for_match(source), normalise_for_match(reference)
-        reason = self._finding(source, reference)
+        source = normalise_for_match(source)
+        references = [normalise_for_match(text) for text in (reference, *extra_references)]
+        reason = next(filter(None, (self._finding(source, text) for text in references)), None)
         if reason is not None:
             self.contaminated_count += 1
             if len(self.contaminated_entries) < MAX_LISTED_ENTRIES:
                 self.contaminated_entries.append(entry_id)
                 self.reasons.append(reason.format(entry_id=entry_id))
-        grams = _word_ngrams(reference)
-        self.reference_ngrams += len(grams)
-        self.ngrams_found += sum(gram in self.index.ngrams for gram in grams)
+        for text in references:
+            grams = _word_ngrams(text)
+            self.reference_ngrams += len(grams)
+            self.ngrams_found += sum(gram in self.index.ngrams for gram in grams)
 
     def _finding(self, source: str, reference: str) -> str | None:
         """Why the entry is contaminated (with an {entry_id} to fill), or None."""

@@ -245,7 +245,7 @@ class RunIntake:
         # The spill hashes what the corpus version covers: every reference.
         self._spill.add_entry(self.tally.total, entry.id, version_reference(entry.reference, entry.extra_references),
                               difficulty, _error_of(prediction))
-        self.contamination.add(entry.id, entry.source, entry.reference)
+        self.contamination.add(entry.id, entry.source, entry.reference, *entry.extra_references)
         tally = self.tally
         tally.total += 1
         tally.failed += batch_entry.failed
