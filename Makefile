@@ -16,15 +16,17 @@ FST_APT_PACKAGES = $(shell $(BIN)/python -m services.structural.analyzer_builds 
 EXTRA_APT_PACKAGES ?=
 STORE_APT_PACKAGES = postgresql  # the run store's tests start a throw-away server (tests/postgres.py)
 REPORT_APT_PACKAGES = chromium   # the HTML report's tests open it in headless Chromium (tests/test_report.py)
-APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(REPORT_APT_PACKAGES) $(EXTRA_APT_PACKAGES)
+NATIVE_APT_PACKAGES = g++        # builds the compiled sacreBLEU statistics (setup.py)
+APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(REPORT_APT_PACKAGES) $(NATIVE_APT_PACKAGES) $(EXTRA_APT_PACKAGES)
 FST_DIR ?= build/fst
+NATIVE_STAMP := build/.native
 FST_STAMP := $(FST_DIR)/.built
 FST_SOURCES := services/structural/build_analyzers.sh services/structural/analyzer_builds.py \
 	$(wildcard language_cards/*.yaml) $(wildcard eval_standards/*/analyzer/*)
 
 .PHONY: install proto run test bench clean system-packages fst
 
-install: $(STAMP) $(STUBS) $(FST_STAMP)
+install: $(STAMP) $(STUBS) $(FST_STAMP) $(NATIVE_STAMP)
 
 # Installs the Debian packages that are missing (as root), or says which to install.
 system-packages: $(STAMP)
@@ -50,7 +52,16 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=24"
 	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
+	@# built with the package (g++ present): nothing for $(NATIVE_STAMP) to redo
+	@if $(BIN)/python -c "import champollion.native._stats" 2>/dev/null; then mkdir -p build && touch $(NATIVE_STAMP); fi
 	touch $@
+
+# The compiled statistics: built with the package, rebuilt when their source
+# changes or once g++ is there (pip's editable install puts the module in place).
+$(NATIVE_STAMP): setup.py champollion/native/stats.cpp | $(STAMP)
+	$(MAKE) system-packages
+	$(BIN)/pip install --quiet --no-deps -e .
+	mkdir -p $(dir $@) && touch $@
 
 # Stubs are generated into champollion/eval/v1 (git-ignored), importable as
 # champollion.eval.v1.<name>_pb2.
@@ -85,4 +96,4 @@ bench: install
 	$(BIN)/python bench/multi_reference.py
 
 clean:
-	rm -rf $(VENV) champollion/eval build *.egg-info
+	rm -rf $(VENV) champollion/eval build *.egg-info champollion/native/*.so

@@ -141,7 +141,7 @@ def surface_through_gateway(entries, predictions, batch_size: int) -> tuple[floa
     from gateway.card.run_card import run_card_from_proto
 
     request = build_request(entries, predictions, batch_size)
-    with EmbeddedStack(families=("surface",), store=None) as stack, \
+    with EmbeddedStack(families=("surface",), store=None, workers=0) as stack, \
             grpc.insecure_channel(stack.gateway_address, options=UNLIMITED) as channel:
         stub = gateway_pb2_grpc.GatewayStub(channel)
         started = time.perf_counter()
@@ -178,7 +178,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="champollion-e2e-") as folder:
         paths = write_inputs(Path(folder), entries, predictions)
         a_s, a_peak, card = champollion_evaluate(paths, Path(folder) / "card.json", args.workers)
-        label = f"(a) champollion evaluate, {args.workers or 'default'} workers"
+        label = f"(a) champollion evaluate, {'default' if args.workers is None else args.workers} workers"
         report(_line(label, a_s, count, a_peak, _last_cpu()))
         if args.threads_too:
             t_s, t_peak, threads_card = champollion_evaluate(paths, Path(folder) / "card-threads.json", 0)

@@ -99,7 +99,7 @@ def main() -> int:
     print(f"sacreBLEU BLEU {expected['bleu'][0]:.4f} (stated {EXPECTED_BLEU}): {'ok' if agree else 'DIFFERS'}")
     for key, (value, signature) in expected.items():
         ours = card["scores"].get(key)
-        same = ours is not None and abs(ours - value) <= TOLERANCE
+        same = ours is not None and abs(ours - value) <= TOLERANCE and card.get("signatures", {}).get(key) == signature
         agree = agree and same
         print(f"{key:15} champollion {ours!s:22} sacreBLEU {value!r:22} {'equal' if same else 'DIFFERENT'}")
         print(f"{'':15} signatures: {card.get('signatures', {}).get(key)} | {signature}")

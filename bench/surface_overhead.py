@@ -127,7 +127,7 @@ def main() -> int:
 
     request = build_request(entries, predictions, args.batch_size)
     startup_started = time.perf_counter()
-    with EmbeddedStack(families=("surface",)) as stack:
+    with EmbeddedStack(families=("surface",), workers=0) as stack:
         startup_s = time.perf_counter() - startup_started
         with grpc.insecure_channel(stack.gateway_address, options=[("grpc.max_receive_message_length", -1),
                                                                    ("grpc.max_send_message_length", -1)]) as channel:

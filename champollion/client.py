@@ -251,7 +251,7 @@ class Client:
         each a stored run's id, a run card dict (as `evaluate` returns) or
         a RunCard proto.
         `method`: "bs" (paired bootstrap) or "ar" (approximate randomisation);
-        `resamples` 0: the gateway's default (1000)."""
+        `resamples` 0: the gateway's default (1000 resamples for bs, 10000 trials for ar)."""
         request = gateway_pb2.CompareRequest(resamples=resamples, method=method)
         if seed is not None:
             request.seed = seed
@@ -340,6 +340,18 @@ class Client:
             raise _error_from(error, self.address) from None
 
 
+def row_flags(row: Mapping[str, Any]) -> list[str]:
+    """What a leaderboard row is flagged for, in words."""
+    flags = []
+    if row.get("cherry_pick_suspect"):
+        flags.append(f"cherry-pick suspect ({row.get('submissions_with_fingerprint')} submissions)")
+    if row.get("comparable") is False:
+        flags.append("not comparable")
+    if row.get("disqualified"):
+        flags.append("disqualified")
+    return flags
+
+
 def card_for_compare(card: Mapping[str, Any], side: str = "card") -> run_card_pb2.RunCard:
     """A run card dict as the Compare RPC takes it: per-entry scores left
     out (Compare reads the per-entry statistics), the dict left as it was."""
@@ -358,23 +370,10 @@ def _corpus(corpus: CorpusLike, source_lang: str | None, target_lang: str | None
             ) -> gateway_pb2.Corpus | gateway_pb2.CorpusRef:
     if isinstance(corpus, (gateway_pb2.Corpus, gateway_pb2.CorpusRef)):
         return corpus
-    if isinstance(corpus, Mapping):
-        header, entries = corpus, corpus.get("entries")
-        if not isinstance(entries, list):
-            raise InputError("corpus: entries: must be a list of entry objects")
-    elif isinstance(corpus, Sequence) and not isinstance(corpus, str):
-        header, entries = {}, corpus
-    else:
+    if isinstance(corpus, str) or not isinstance(corpus, (Mapping, Sequence)):
         raise InputError("corpus: must be a corpus object with entries, a list of entries, or a Corpus")
-    message = gateway_pb2.Corpus(id=str(header.get("id") or "corpus"),
-                                 source_lang=source_lang or header.get("source_lang") or "",
-                                 target_lang=target_lang or header.get("target_lang") or "")
-    for name in ("source_lang", "target_lang"):
-        if not isinstance(getattr(message, name), str) or not getattr(message, name):
-            raise InputError(f"corpus: {name}: missing (set it in the corpus or pass {name}=)")
-    message.entries.extend(inputs._corpus_entry(entry, f"corpus: entries[{index}]")
-                           for index, entry in enumerate(entries))
-    return message
+    return inputs.corpus_from_data(dict(corpus) if isinstance(corpus, Mapping) else list(corpus), "corpus", "corpus",
+                                   source_lang, target_lang)
 
 
 def _predictions(predictions: PredictionsLike) -> PredictionFile:
@@ -391,15 +390,7 @@ def _predictions(predictions: PredictionsLike) -> PredictionFile:
 def _meta(meta: MetaLike | None) -> gateway_pb2.RunMeta | None:
     if meta is None or isinstance(meta, gateway_pb2.RunMeta):
         return meta
-    if not isinstance(meta, Mapping):
-        raise InputError("meta: must be an object (model_slug, timings, pricing...)")
-    message = gateway_pb2.RunMeta()
-    try:
-        json_format.ParseDict({key: value for key, value in meta.items() if key != "coaching_data"}, message)
-    except json_format.ParseError as error:
-        raise InputError(f"meta: {error}") from None
-    message.coaching_data.extend(inputs._coaching_data(meta.get("coaching_data"), "meta: coaching_data"))
-    return message
+    return inputs.meta_from_data(dict(meta) if isinstance(meta, Mapping) else meta, "meta")
 
 
 def _glossary(glossary: GlossaryLike | None) -> list[family_pb2.GlossaryTerm] | None:

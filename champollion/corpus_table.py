@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from champollion.eval.v1 import gateway_pb2
-from champollion.input_text import InputError, decode_utf8_lines
+from champollion.input_text import InputError, check_text, decode_utf8_lines
 
 TABLE_SUFFIXES = (".tsv", ".csv")
 REQUIRED_COLUMNS = ("id", "source", "reference")
@@ -71,6 +71,8 @@ def _string_list(cell: str, where: str) -> list[str]:
         raise InputError(f"{where}: must be a JSON list of strings, e.g. [\"a\", \"b\"] ({error.msg})") from None
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise InputError(f"{where}: must be a JSON list of strings, e.g. [\"a\", \"b\"]")
+    for index, item in enumerate(value):
+        check_text(item, where, f"[{index}]")
     return value
 
 

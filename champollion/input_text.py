@@ -13,6 +13,15 @@ class InputError(ValueError):
     the file, the line or entry, and the field."""
 
 
+def check_text(text: str, where: str, path: str) -> None:
+    """Refuses a lone surrogate (a \\ud800 escape in JSON): not Unicode text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"{where}: {path}: a lone surrogate {text[error.start]!r} at character {error.start} "
+                         f"(not Unicode text)") from None
+
+
 def decode_utf8(data: bytes, where: str, offset: int = 0) -> str:
     """UTF-8 (a leading byte-order mark dropped); an error names the byte
     offset in the file, `offset` being where `data` starts."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from champollion.corpus_table import TABLE_SUFFIXES, load_table_corpus
 from champollion.eval.v1 import family_pb2, gateway_pb2, run_card_pb2
-from champollion.input_text import InputError, PredictionFile, decode_utf8
+from champollion.input_text import InputError, PredictionFile, check_text, decode_utf8
 from champollion.plain_text import load_plain_text_run  # noqa: F401 (one place for every input format)
 from gateway.card.run_card import dict_to_message
 from gateway.card.usage import TOKEN_FIELDS
@@ -123,22 +123,14 @@ def _check_json(data, where: str) -> None:
                 if isinstance(key, str):
                     name = key if key.isidentifier() and len(key) <= ECHO_CHARS else shown(key)
                     child = f"{path}.{name}" if path else name
-                    _check_text(key, where, child)
+                    check_text(key, where, child)
                 else:
                     child = f"{path}[{key}]"
                 pending.append((item, child, depth + 1))
         elif isinstance(value, str):
-            _check_text(value, where, path)
+            check_text(value, where, path)
         elif _is_integer(value) and not INT64[0] <= value <= INT64[1]:
             raise InputError(f"{where}: {path}: {shown(value)} is outside the range of a 64-bit integer")
-
-
-def _check_text(text: str, where: str, path: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InputError(f"{where}: {path}: a lone surrogate {text[error.start]!r} at character {error.start} "
-                         f"(not Unicode text)") from None
 
 
 def _read_json(path: Path):
@@ -206,25 +198,32 @@ def load_corpus(path: Path, source_lang: str | None = None, target_lang: str | N
     `.tsv` or `.csv` file is a table of entries (champollion.corpus_table)."""
     if path.suffix.lower() in TABLE_SUFFIXES:
         return load_table_corpus(path, source_lang, target_lang)
-    data = _read_json(path)
+    return corpus_from_data(_read_json(path), str(path), path.stem, source_lang, target_lang)
+
+
+def corpus_from_data(data, where: str, default_id: str, source_lang: str | None = None,
+                     target_lang: str | None = None) -> gateway_pb2.Corpus:
+    """A corpus file's parsed JSON (an object with entries, or a bare list of
+    entries) as a Corpus; `where` starts error messages, `default_id` is the
+    id when the data has none; languages given here override the data's."""
     if isinstance(data, list):
         header, entries = {}, data
     elif isinstance(data, dict):
         header, entries = data, data.get("entries")
         if not isinstance(entries, list):
-            raise InputError(f"{path}: entries: must be a list of entry objects")
+            raise InputError(f"{where}: entries: must be a list of entry objects")
     else:
-        raise InputError(f"{path}: must be a JSON object with entries, or a list of entries")
-    fields = _Fields(header, str(path))
+        raise InputError(f"{where}: must be a JSON object with entries, or a list of entries")
+    fields = _Fields(header, where)
     corpus = gateway_pb2.Corpus(
-        id=str(header.get("id") or path.stem),
+        id=str(header.get("id") or default_id),
         source_lang=source_lang or fields.string("source_lang") or "",
         target_lang=target_lang or fields.string("target_lang") or "",
     )
     for name in ("source_lang", "target_lang"):
         if not getattr(corpus, name):
-            raise InputError(f"{path}: {name}: missing (set it in the corpus or pass --{name.replace('_', '-')})")
-    corpus.entries.extend(_corpus_entry(entry, f"{path}: entries[{index}]") for index, entry in enumerate(entries))
+            raise InputError(f"{where}: {name}: missing (set it in the corpus or pass --{name.replace('_', '-')})")
+    corpus.entries.extend(_corpus_entry(entry, f"{where}: entries[{index}]") for index, entry in enumerate(entries))
     return corpus
 
 
@@ -273,10 +272,14 @@ def load_predictions(path: Path) -> PredictionFile:
 
 
 def load_meta(path: Path) -> gateway_pb2.RunMeta:
-    data = _read_json(path)
+    return meta_from_data(_read_json(path), str(path))
+
+
+def meta_from_data(data, where: str) -> gateway_pb2.RunMeta:
+    """A meta file's parsed JSON as a RunMeta; `where` starts error messages."""
     if not isinstance(data, dict):
-        raise InputError(f"{path}: must be a JSON object")
-    fields = _Fields(data, str(path))
+        raise InputError(f"{where}: must be a JSON object")
+    fields = _Fields(data, where)
     meta = gateway_pb2.RunMeta()
     fields.copy_to(meta, ("model_slug", "condition", "time_start", "time_end", "prompt", "comet_model"), fields.string)
     fields.copy_to(meta, ("elapsed_seconds", "temperature"), fields.number)
@@ -288,7 +291,7 @@ def load_meta(path: Path) -> gateway_pb2.RunMeta:
                 raise InputError(f"{pricing.where}: {name}: is required")
             setattr(meta.pricing, name, value)
         pricing.copy_to(meta.pricing, ("cached_per_1m",), pricing.number)
-    meta.coaching_data.extend(_coaching_data(data.get("coaching_data"), f"{path}: coaching_data"))
+    meta.coaching_data.extend(_coaching_data(data.get("coaching_data"), f"{where}: coaching_data"))
     return meta
 
 

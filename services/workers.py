@@ -57,8 +57,11 @@ WORKERS_ENV = "CHAMPOLLION_WORKERS"
 
 def default_workers() -> int:
     """$CHAMPOLLION_WORKERS, else one worker per core this process may run on."""
-    if os.environ.get(WORKERS_ENV, "").strip():
-        return int(os.environ[WORKERS_ENV])
+    value = os.environ.get(WORKERS_ENV, "").strip()
+    if value:
+        if not value.isdigit():
+            raise ValueError(f"${WORKERS_ENV}: must be a whole number of 0 or more (0: score in threads), got {value!r}")
+        return int(value)
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -318,6 +321,7 @@ class WorkerPool:
         """`message` sent to a free worker, its answer."""
         loop = asyncio.get_running_loop()
         slot = await self._acquire(key)
+        self.batches += message[0] == "score"  # on the event loop: no two threads add at once
         try:
             future = self._threads.submit(self._call, slot, message)
         except BaseException:
@@ -329,7 +333,6 @@ class WorkerPool:
 
     def _call(self, slot: int, message):
         worker = self._worker_in(slot)
-        self.batches += message[0] == "score"
         try:
             return worker.call(message)
         except WorkerDied as error:

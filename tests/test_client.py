@@ -4,6 +4,7 @@ that carry the gRPC status, and the CLI's progress bar."""
 import io
 import json
 import re
+import uuid
 
 import grpc
 import pytest
@@ -18,6 +19,7 @@ from champollion.client import (
     Progress,
     RequestRefused,
 )
+from champollion.eval.v1 import gateway_pb2
 from tests.conftest import EXAMPLE, REPO
 
 
@@ -122,6 +124,20 @@ def test_an_unreachable_gateway_is_unavailable():
         client.describe()
     assert failed.value.code == grpc.StatusCode.UNAVAILABLE
     assert str(failed.value).startswith("gateway at 127.0.0.1:1: UNAVAILABLE")
+
+
+def test_progress_of_a_registered_corpus_counts_out_of_its_size_from_the_start(stack):
+    """The client does not hold a registered corpus: the gateway tells its size."""
+    corpus = {"id": f"progress-{uuid.uuid4().hex[:8]}", "source_lang": "eng", "target_lang": "spa",
+              "entries": [{"id": f"e{i}", "source": f"sentence {i}", "reference": f"frase {i}"} for i in range(30)]}
+    predictions = [{"id": entry["id"], "prediction": entry["reference"]} for entry in corpus["entries"]]
+    updates: list[Progress] = []
+    with Client(stack.gateway_address) as client:
+        info = client.register_corpus(corpus, "dev")
+        card = client.evaluate(gateway_pb2.CorpusRef(id=info["id"]), predictions, batch_size=4,
+                               progress=updates.append)
+    assert card["scores"]["total"] == 30
+    assert updates and all(update.entries_total == 30 for update in updates)
 
 
 def test_the_progress_bar_shows_entries_rate_and_time_left():

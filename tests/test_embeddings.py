@@ -185,7 +185,10 @@ def test_the_compiled_tokenizer_gives_usem3s_own_token_ids(embedder, texts):
 
     compiled = compiled_tokenizer()
     assert compiled is not None, "sentencepiece is a dependency (pyproject.toml)"
-    assert embedder._loaded() is not None and embedder._tokenizer is not None
+    import sentencepiece
+
+    embedder._loaded()
+    assert isinstance(embedder._tokenizer, sentencepiece.SentencePieceProcessor), "the encoder uses the compiled one"
     port = USE()._tokenizer
     rng = random.Random(11)
     samples = texts + ["  leading and trailing  ", "tab\tand\nnewline", "naïve café ﬁ ①②", "x" * 2000,

@@ -152,6 +152,7 @@ def test_csv_quoting_and_errors_with_line_and_column(tmp_path):
     ("id\tsource\treference\nx\ty\n", r":2: 2 cells, but the header row names 3 columns"),
     ("id\tsource\treference\nx\t\tz\n", r":2: column 2 \(source\): is empty"),
     ("id\tsource\treference\tphenomena\nx\ty\tz\tidiom\n", r":2: column 4 \(phenomena\): must be a JSON list"),
+    ("id\tsource\treference\tphenomena\nx\ty\tz\t[\"\\ud800\"]\n", r":2: column 4 \(phenomena\): \[0\]: a lone surrogate"),
     ("", r": empty: no header row"),
 ])
 def test_table_errors_name_the_line_and_column(tmp_path, content, message):

@@ -4,6 +4,7 @@ replaced, cancelled calls never started, no process left after stop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -19,7 +20,7 @@ from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
 from champollion.launch.embedded import EmbeddedStack, start_family
 from services.contract import BatchContext
 from services.registry import scorer_spec
-from services.workers import WorkerPool
+from services.workers import WorkerPool, WorkerScoringError
 from tests.conftest import EXAMPLE, evaluate, make_request
 
 # Fields that differ between two evaluations of one run by design.
@@ -68,7 +69,7 @@ def test_two_workers_give_the_card_of_scoring_in_threads(cli):
         in_workers = _example_card(cli, running.gateway_address)
         (pool,) = running.worker_pools
         pids = pool.pids()
-    # 36 entries in batches of 5 for each of 5 families: both workers took batches.
+    # 36 entries in batches of 5 for each of 5 families went to the pool of two started workers.
     assert len(pids) == 2 and pool.batches >= 5 * 8
     assert not _differences(_comparable(in_threads), _comparable(in_workers))
     assert not any(_alive(pid) for pid in pids), "no worker outlives its stack"
@@ -85,6 +86,16 @@ def _long_entries(count: int) -> list[dict]:
     return [{"id": f"long-{i}", "source": sentence, "reference": f"{sentence} {i}"} for i in range(count)]
 
 
+@contextlib.contextmanager
+def _surface_with_two_workers():
+    """A gateway over the surface family scored by 2 workers, warm: (stub, pool)."""
+    with EmbeddedStack(families=("surface",), workers=2, store=None) as running, \
+            grpc.insecure_channel(running.gateway_address) as channel:
+        (pool,) = running.worker_pools
+        _wait_until_warm(pool)
+        yield gateway_pb2_grpc.GatewayStub(channel), pool
+
+
 def _wait_until_warm(pool: WorkerPool) -> None:
     deadline = time.monotonic() + 120
     while (pool.warming() or not pool.pids()) and time.monotonic() < deadline:
@@ -93,11 +104,7 @@ def _wait_until_warm(pool: WorkerPool) -> None:
 
 
 def test_a_killed_worker_fails_its_batch_clearly_and_is_replaced():
-    with EmbeddedStack(families=("surface",), workers=2, store=None) as running, \
-            grpc.insecure_channel(running.gateway_address) as channel:
-        gateway = gateway_pb2_grpc.GatewayStub(channel)
-        (pool,) = running.worker_pools
-        _wait_until_warm(pool)
+    with _surface_with_two_workers() as (gateway, pool):
         victims = pool.pids()
         assert len(victims) == 2, "the stack started its workers"
         # One batch that takes seconds: its worker (either) is killed while it scores.
@@ -108,7 +115,9 @@ def test_a_killed_worker_fails_its_batch_clearly_and_is_replaced():
         cards = []
         caller = threading.Thread(target=lambda: cards.append(evaluate(gateway, request)))
         caller.start()
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60
+        while pool.batches < 1 and time.monotonic() < deadline:  # the batch has reached a worker
+            time.sleep(0.01)
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
         caller.join(timeout=120)
@@ -130,11 +139,7 @@ def test_a_killed_worker_fails_its_batch_clearly_and_is_replaced():
 
 
 def test_a_worker_killed_while_idle_is_replaced_without_failing_a_batch():
-    with EmbeddedStack(families=("surface",), workers=2, store=None) as running, \
-            grpc.insecure_channel(running.gateway_address) as channel:
-        gateway = gateway_pb2_grpc.GatewayStub(channel)
-        (pool,) = running.worker_pools
-        _wait_until_warm(pool)
+    with _surface_with_two_workers() as (gateway, pool):
         for pid in pool.pids():
             os.kill(pid, signal.SIGKILL)
         time.sleep(0.2)
@@ -183,7 +188,7 @@ def test_a_scorer_error_in_a_worker_fails_the_batch_with_its_message():
     async def scenario():
         pool = WorkerPool(1)
         try:
-            with pytest.raises(Exception) as raised:
+            with pytest.raises(WorkerScoringError) as raised:
                 await pool.score(scorer_spec("no-such-family", None, {}), _batch(1), context)
             assert str(raised.value) == "KeyError: 'no-such-family'"
             # The worker survived its batch's failure.

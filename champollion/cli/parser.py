@@ -19,13 +19,13 @@ from champollion.human_judgments import FORMATS
 from champollion.launch import local_cluster
 from champollion.meta_eval import METRIC_SEGMENTS
 from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from gateway.card.compare import METHODS as COMPARE_METHODS
 from gateway.server.tokens import ROLES
 
 DEFAULT_PORT = 50051
 # Rows a leaderboard shows unless --limit says otherwise: the top of a board
 # of any size answers in about 0.1 s (bench/leaderboard.py).
 DEFAULT_BOARD_ROWS = 100
-COMPARE_METHODS = ("bs", "ar")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
     evaluate.add_argument("--out", help="write the run card here instead of stdout")
     evaluate.add_argument("--batch-size", type=int, help="entries per family call")
-    evaluate.add_argument("--seed", type=int, help="bootstrap seed (default 12345, as sacreBLEU)")
+    evaluate.add_argument("--seed", type=int, help="seed (default 12345, as sacreBLEU)")
     evaluate.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
     evaluate.add_argument("--comet-model", help="COMET model id for this run, instead of the card's choice")
     evaluate.add_argument("--no-plugins", action="store_true",
@@ -61,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--source-lang", help="source language (for a bare list of entries, TSV/CSV or --src)")
     evaluate.add_argument("--target-lang", help="target language (for a bare list of entries, TSV/CSV or --src)")
     evaluate.add_argument("--workers", type=int, metavar="N",
-                          help="embedded stack: worker processes per family (default: one per CPU core)")
+                          help="embedded stack: worker processes, one pool shared by the families "
+                               "(default: $CHAMPOLLION_WORKERS, else one per core; 0 or 1: in threads)")
     _add_store_options(evaluate, "store the run card in this store")
     _add_access_options(evaluate)
     evaluate.set_defaults(handler=cmd_evaluate)
@@ -79,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--comet-dir", help="semantic family: directory of local COMET models")
     serve.add_argument("--log-level", default="INFO")
     serve.add_argument("--workers", type=int, metavar="N",
-                       help="worker processes per family (default: one per CPU core; 1: in-process)")
+                       help="worker processes: without --family one pool shared by the families (default: "
+                            "$CHAMPOLLION_WORKERS, else one per core); with --family a pool per family (default: "
+                            "in threads); 0 or 1: in threads")
     serve.add_argument("--auth", metavar="TOKENS.yaml",
                        help="the gateway asks every call for one of these tokens: "
                             "tokens: [{name, role: submitter|maintainer, sha256}] (see `champollion token new`)")
@@ -93,13 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_options(serve, "the gateway stores every run card here (before the default: --config's store)")
     serve.set_defaults(handler=cmd_serve)
 
-    compare = commands.add_parser("compare", help="paired bootstrap significance between two run cards")
+    compare = commands.add_parser("compare", help="paired significance test (bootstrap or approximate randomization) "
+                                     "between two run cards")
     compare.add_argument("baseline", help="run card JSON of the baseline, or a stored run's id")
     compare.add_argument("system", help="run card JSON of the system compared with it, or a stored run's id")
     compare.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded gateway)")
     _add_store_options(compare, "the store the run ids are in", no_store=False)
-    compare.add_argument("--seed", type=int, help="bootstrap seed (default 12345, as sacreBLEU)")
-    compare.add_argument("--resamples", type=int, help="bootstrap resamples or randomisation trials (default 1000)")
+    compare.add_argument("--seed", type=int, help="seed (default 12345, as sacreBLEU)")
+    compare.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000) or randomization trials (default 10000)")
     compare.add_argument("--method", choices=COMPARE_METHODS, default="bs",
                          help="bs: paired bootstrap (default); ar: approximate randomisation (as sacreBLEU's)")
     compare.add_argument("--out", help="write the comparison here instead of stdout")

@@ -48,7 +48,7 @@ class ProgressBar:
     def update(self, progress: Progress) -> None:
         raise_if_interrupted()
         if progress.entries_total and progress.entries_total != self._bar.total:
-            self._bar.total = progress.entries_total  # a registered corpus: the gateway tells its size
+            self._bar.total = progress.entries_total  # a registered corpus: the gateway knows its size
         self._bar.update(progress.entries_done - self._bar.n)
         if progress.slow_families:
             self._bar.set_postfix_str("slow: " + ", ".join(progress.slow_families), refresh=False)

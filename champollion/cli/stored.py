@@ -8,9 +8,9 @@ from pathlib import Path
 from tabulate import tabulate
 
 from champollion.cli.common import EXIT_INVALID_INPUT, CliError, number, reading_client, write_json
-from champollion.client import Client
+from champollion.client import Client, row_flags
 from champollion.human_judgments import JudgmentError, read_judgments
-from champollion.inputs import InputError, load_run_card
+from champollion.inputs import InputError, load_corpus, load_predictions, load_run_card
 from champollion.meta_eval import TABLE_HEADERS, MetaEvalError, match_systems, meta_evaluate, table_rows
 
 
@@ -51,7 +51,7 @@ def _cards(args, given: list[str]) -> dict[str, dict]:
 
 def cmd_report(args) -> int:
     """An HTML report of one or several run cards (champollion/report)."""
-    from champollion.report import entry_inputs_from_files, write_report
+    from champollion.report import entry_inputs, write_report
 
     if args.predictions and len(args.predictions) != len(args.cards):
         raise CliError(f"--predictions: give one file per card ({len(args.cards)}), got {len(args.predictions)}",
@@ -59,12 +59,12 @@ def cmd_report(args) -> int:
     cards = _cards(args, args.cards)
     inputs = None
     if args.corpus or args.predictions:
-        corpus = Path(args.corpus) if args.corpus else None
-        predictions = [Path(p) for p in args.predictions] or [None] * len(args.cards)
         try:
-            inputs = [entry_inputs_from_files(corpus, path) for path in predictions]
+            corpus = load_corpus(Path(args.corpus)) if args.corpus else None  # read once for every card
+            predictions = [load_predictions(Path(p)) for p in args.predictions] or [None] * len(args.cards)
         except InputError as error:
             raise CliError(str(error), EXIT_INVALID_INPUT) from None
+        inputs = [entry_inputs(corpus, run) for run in predictions]
     write_report([cards[text] for text in args.cards], Path(args.out), inputs=inputs)
     print(f"report of {len(args.cards)} run card(s) written to {args.out}", file=sys.stderr)
     return 0
@@ -107,6 +107,8 @@ def cmd_leaderboard(args) -> int:
         raise CliError("--html: give the page's file with -o/--out", EXIT_INVALID_INPUT)
     if args.out and not args.html:
         raise CliError("-o/--out: the leaderboard writes a file only as an HTML page (--html)", EXIT_INVALID_INPUT)
+    if args.json and args.html:
+        raise CliError("--json and --html: choose one", EXIT_INVALID_INPUT)
     with reading_client(args) as client:
         board = client.leaderboard_page(
             args.dataset, version=args.version, sort=args.sort, ascending=args.ascending,
@@ -120,7 +122,7 @@ def cmd_leaderboard(args) -> int:
     print(_board_title(board, args))
     print(tabulate(
         [[row["rank"], row["model_slug"], number(row["composite_score"]), number(row["chrf_plus_plus"]),
-          number(row["cost_per_entry_usd"]), number(row["cost_adjusted"]), ", ".join(_flags(row))]
+          number(row["cost_per_entry_usd"]), number(row["cost_adjusted"]), ", ".join(row_flags(row))]
          for row in board.rows],
         headers=["rank", "model", "composite", "chrF++", "cost/entry", "cost_adjusted", "flags"],
         disable_numparse=True,
@@ -143,14 +145,3 @@ def _leaderboard_page(client: Client, board, args) -> int:
     write_leaderboard_page(board.rows, cards, Path(args.out), _board_title(board, args))
     print(f"leaderboard page ({len(board.rows)} rows) written to {args.out}", file=sys.stderr)
     return 0
-
-
-def _flags(row: dict) -> list[str]:
-    flags = []
-    if row.get("cherry_pick_suspect"):
-        flags.append(f"cherry-pick suspect ({row['submissions_with_fingerprint']} submissions)")
-    if not row.get("comparable", True):
-        flags.append("not comparable")
-    if row.get("disqualified"):
-        flags.append("disqualified")
-    return flags

@@ -43,8 +43,8 @@ async def start_family(
         spec = scorer_spec(name, languages, options)
         if pool is None and workers is not None and workers >= 2:
             pool = own_pool = WorkerPool(workers)
-            pool.warm([spec])
         if pool is not None:
+            pool.warm([spec])  # the workers load this family's models before its first batch
             servicer.use_workers(pool, spec)
     service_names = [FAMILY_SERVICE]
 
@@ -118,7 +118,6 @@ async def start_stack(
     tokens: TokenFile | None = None,
     tls: ServerTls | None = None,
     workers: int | None = None,
-    pool_per_family: bool = False,
 ) -> RunningStack:
     """Every implemented family (or those named) on a free port, then the
     gateway. `remote_families` adds families already running elsewhere;
@@ -128,41 +127,24 @@ async def start_stack(
     device, comet_dir: each family takes what it uses); `tokens` and `tls`
     are the gateway's (see start_gateway). Families score in `workers`
     processes (default: one per core; 0 or 1: in threads), one pool shared
-    by all families, or one of `workers` per family with `pool_per_family`."""
+    by all families (a core a finished family leaves helps a busy one)."""
     servicers = servicers or {}
     names = families if families is not None else tuple(IMPLEMENTED)
     workers = default_workers() if workers is None else workers
-    pools: list[WorkerPool] = []
-
-    def pool_for(name: str) -> WorkerPool | None:
-        if workers < 2 or name in servicers:
-            return None
-        if pool_per_family or not pools:
-            pools.append(WorkerPool(workers))
-        return pools[-1]
-
-    servers, addresses, by_family, warm = [], {}, {}, {}
+    pools = [WorkerPool(workers)] if workers >= 2 else []
+    servers, addresses, by_family = [], {}, {}
     for name in (*names, *(n for n in servicers if n not in names)):
-        pool = pool_for(name)
+        pool = pools[0] if pools and name not in servicers else None
         server, port = await start_family(name, f"{host}:0", servicers.get(name), pool=pool, **(family_options or {}))
         servers.append(server)
         by_family[name] = server
         addresses[name] = f"{host}:{port}"
-        if pool is not None:
-            warm.setdefault(pool, []).append(_family_spec(name, family_options))
-    for pool, specs in warm.items():
-        pool.warm(specs)
     config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store)
     if batch_size:
         config.batch_size = batch_size
     server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}", tokens, tls)
     servers.append(server)
     return RunningStack(f"{host}:{port}", addresses, servers, gateway, by_family, pools)
-
-
-def _family_spec(name: str, family_options: dict | None):
-    options = dict(family_options or {})
-    return scorer_spec(name, options.pop("languages", None), options)
 
 
 async def stop_stack(stack: RunningStack) -> None:

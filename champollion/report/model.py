@@ -2,6 +2,7 @@
 templates and the figures. Nothing here formats HTML."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -52,16 +53,17 @@ class Run:
 
 def null_reason(card: dict, metric_id: str) -> str | None:
     """The card's warning explaining why `metric_id` is null: the first one
-    naming the metric, else the first naming its family."""
-    warnings = card.get("warnings") or []
+    naming the metric as a word (the composite's coverage line names what
+    is missing, not why), else one saying its family failed or is absent."""
+    warnings = [w for w in card.get("warnings") or [] if not w.startswith("composite (")]
+    named = re.compile(rf"(?<![\w.]){re.escape(metric_id)}(?!\w)")
     for warning in warnings:
-        if metric_id in warning:
+        if named.search(warning):
             return warning
     family = METRICS[metric_id].family if metric_id in METRICS else None
-    if family:
-        for warning in warnings:
-            if warning.startswith(f"{family}:") or f"'{family}'" in warning:
-                return warning
+    for warning in warnings:
+        if family and f"family '{family}'" in warning:
+            return warning
     return None
 
 
@@ -238,8 +240,7 @@ def worst_entries(run: Run, count: int = WORST_ENTRIES) -> list[WorstEntry]:
 
     worst = []
     for entry in sorted(entries, key=composite)[:count]:
-        given = {**run.inputs.get(entry["id"], {}), **{k: entry[k] for k in ("source", "reference", "prediction")
-                                                        if entry.get(k) is not None}}
+        given = run.inputs.get(entry["id"], {})  # cards carry no texts: the run's files do
         note = None
         reference = given.get("reference")
         if run.private_references:

@@ -3,7 +3,7 @@ plotly.js, no network at view time) through the Jinja2 templates."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -11,6 +11,7 @@ import jinja2
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
+from champollion.client import row_flags
 from champollion.report.figures import across_run_figures
 from champollion.report.model import (
     ENTRY_METRICS,
@@ -115,25 +116,13 @@ def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | N
            worst=[(run, worst_entries(run)) for run in runs], entry_metrics=ENTRY_METRICS)
 
 
-def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str,
-                           inputs: Sequence[EntryInputs | None] | None = None) -> None:
+def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str) -> None:
     """A leaderboard page: the sortable table of `rows` (as `champollion
     leaderboard --json` prints them) and the across-run figures of `cards`
     (the rows' run cards, in any order: they are put in the rows' order)."""
     by_id = {card.get("run_id"): card for card in cards}
     ordered = [by_id[row["run_id"]] for row in rows if row.get("run_id") in by_id]
-    runs = _runs(ordered, None if inputs is None else [inputs[cards.index(card)] for card in ordered])
-    board = [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": _flags(row)} for row in rows]
+    runs = _runs(ordered, None)
+    board = [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row)} for row in rows]
     _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board,
            missing_cards=len(rows) - len(ordered), **_sections(runs))
-
-
-def _flags(row: Mapping) -> list[str]:
-    flags = []
-    if row.get("cherry_pick_suspect"):
-        flags.append(f"cherry-pick suspect ({number(row.get('submissions_with_fingerprint'))} submissions)")
-    if row.get("comparable") is False:
-        flags.append("not comparable")
-    if row.get("disqualified"):
-        flags.append("disqualified")
-    return flags

@@ -135,11 +135,12 @@ def confidence_intervals(
     return intervals_of(series)
 
 
-def missing_interval_warnings(missing: Mapping[str, str], scope: str = "") -> list[str]:
-    """One warning per reason, naming the intervals it leaves out (and the
-    `scope`, e.g. "in difficulty tier 5")."""
+def missing_interval_warnings(missing: Mapping[str, str], scope: str = "",
+                              what: str = "confidence interval") -> list[str]:
+    """One warning per reason, naming the metrics it leaves without `what`
+    (and the `scope`, e.g. "in difficulty tier 5")."""
     by_reason: dict[str, list[str]] = {}
     for name, reason in missing.items():
         by_reason.setdefault(reason, []).append(name)
     where = f" {scope}" if scope else ""
-    return [f"no confidence interval for {', '.join(names)}{where}: {reason}" for reason, names in by_reason.items()]
+    return [f"no {what} for {', '.join(names)}{where}: {reason}" for reason, names in by_reason.items()]

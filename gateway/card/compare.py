@@ -28,7 +28,7 @@ METHODS = (BOOTSTRAP, RANDOMIZATION)
 DEFAULT_SAMPLES = {BOOTSTRAP: DEFAULT_RESAMPLES, RANDOMIZATION: DEFAULT_TRIALS}
 # What the comparison says about `difference_ci` under each method.
 DIFFERENCE_CI = {
-    BOOTSTRAP: "95% paired bootstrap percentile interval",
+    BOOTSTRAP: f"{1 - ALPHA:.0%} paired bootstrap percentile interval",
     RANDOMIZATION: "none: approximate randomization tests whether the two outputs of each entry are "
                    "exchangeable and estimates no distribution of the difference (method bs gives one)",
 }
@@ -150,7 +150,7 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, samples: int, s
     if method == BOOTSTRAP:
         warnings += missing_interval_warnings(untested, "(difference; no paired test)")
     else:
-        warnings += _untested_warnings(untested)
+        warnings += missing_interval_warnings(untested, what="paired test")
     result = {"dataset_version": baseline.version, "metrics": metrics, "warnings": warnings,
               "test": {"method": method, "samples": samples, "seed": seed, "alpha": ALPHA,
                        "difference_ci": DIFFERENCE_CI[method]}}
@@ -185,15 +185,6 @@ def _randomization_test(trial_differences: np.ndarray, difference: float) -> dic
 def _undefined_in_trials(name: str, undefined: int, trials: int) -> str:
     what = "no composite metric is defined" if name == "composite" else "undefined"
     return f"{what} in {undefined} of {trials} randomization trials (a pseudo-system took no entry it counts)"
-
-
-def _untested_warnings(untested: dict[str, str]) -> list[str]:
-    """Under AR, a metric undefined for a pseudo-system in some trial has no
-    p-value; one warning per reason."""
-    by_reason: dict[str, list[str]] = {}
-    for name, reason in untested.items():
-        by_reason.setdefault(reason, []).append(name)
-    return [f"no paired test for {', '.join(names)}: {reason}" for reason, names in by_reason.items()]
 
 
 def compare_run_cards(baseline: dict, system: dict, samples: int, seed: int, method: str = BOOTSTRAP) -> dict:

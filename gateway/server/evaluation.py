@@ -88,11 +88,13 @@ async def evaluate(
     unrouted: dict[str, str],
     spill: RunSpill,
     on_progress: Callable[..., None] | None = None,
+    expected_entries: int = 0,
 ) -> ScoredRun:
     """Scores a run whose header `intake` has validated, its entries coming
     from the first part and `later_parts`, batches scored while they come.
     `on_progress(done, total, upload_complete, slow_families, entries_done,
-    entries_total)`."""
+    entries_total)`: entries_total is `expected_entries` (a registered
+    corpus's size) or, for an upload, the entries received so far."""
     run_id = uuid.uuid4().hex
     header = intake.header
     batch_size = header.options.batch_size or config.batch_size
@@ -100,7 +102,8 @@ async def evaluate(
 
     def progress(done: int, total: int, slow: list[str]) -> None:
         if on_progress is not None:
-            on_progress(done, total, upload_complete, slow, fan_out.entries_scored, fan_out.entries_sent)
+            on_progress(done, total, upload_complete, slow, fan_out.entries_scored,
+                        max(expected_entries, fan_out.entries_sent))
 
     fan_out = FanOut(clients, config.max_in_flight, spill.add_response, progress)
     try:

