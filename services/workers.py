@@ -321,7 +321,6 @@ class WorkerPool:
         """`message` sent to a free worker, its answer."""
         loop = asyncio.get_running_loop()
         slot = await self._acquire(key)
-        self.batches += message[0] == "score"  # on the event loop: no two threads add at once
         try:
             future = self._threads.submit(self._call, slot, message)
         except BaseException:
@@ -333,6 +332,9 @@ class WorkerPool:
 
     def _call(self, slot: int, message):
         worker = self._worker_in(slot)
+        if message[0] == "score":
+            with self._lock:  # calls run in several threads at once
+                self.batches += 1  # counted once the batch is its worker's: a kill from now on fails it
         try:
             return worker.call(message)
         except WorkerDied as error:
