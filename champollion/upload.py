@@ -7,7 +7,7 @@ import math
 
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.redaction import is_secret
-from gateway.card.run_card import message_to_dict, run_card_from_proto
+from gateway.card.run_card import entry_as_dict, run_card_from_proto
 
 
 def request_parts(request: gateway_pb2.EvaluateRequest, entries_per_part: int = 2000):
@@ -65,7 +65,7 @@ def collect_run_card(updates, on_progress=None) -> dict:
         if update.HasField("run_card"):
             card = run_card_from_proto(update.run_card)
         elif update.entries:
-            entries.extend(message_to_dict(entry) for entry in update.entries)
+            entries.extend(entry_as_dict(entry) for entry in update.entries)
         elif on_progress is not None:
             on_progress(update)
     if card is None:

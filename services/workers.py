@@ -24,10 +24,11 @@ import asyncio
 import json
 import multiprocessing
 import os
+import re
 import signal
+import sys
 import threading
 import traceback
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -36,6 +37,7 @@ from typing import Any
 import structlog
 
 from services.contract import BatchContext, BatchOutput, EntryOutput
+from services.worker_slots import SlotScheduler
 
 log = structlog.get_logger()
 
@@ -59,7 +61,7 @@ def default_workers() -> int:
     """$CHAMPOLLION_WORKERS, else one worker per core this process may run on."""
     value = os.environ.get(WORKERS_ENV, "").strip()
     if value:
-        if not value.isdigit():
+        if not re.fullmatch("[0-9]+", value):
             raise ValueError(f"${WORKERS_ENV}: must be a whole number of 0 or more (0: score in threads), got {value!r}")
         return int(value)
     try:
@@ -151,9 +153,16 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
         try:
             message = conn.recv()
         except (EOFError, OSError):
-            return
+            message = None
         if message is None:
-            return
+            # Freeing a worker's caches (word lists, token rows: over a GB)
+            # object by object takes it seconds the server would wait for.
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except OSError:  # a full non-blocking pipe: what is left there is lost either way
+                    pass
+            os._exit(0)
         kind, *payload = message
         if kind == "warm":
             for spec in payload[0]:
@@ -180,12 +189,31 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
 # --- the server's side ---------------------------------------------------------
 
 
+_MAIN_LOCK = threading.Lock()
+
+
+def _start_unprepared(process) -> None:
+    """Starts a spawned process without its re-running the parent's main
+    script: 'spawn' imports the script a command was started from in each
+    child (for `champollion`, the whole CLI: 1.1 s a worker), which a worker
+    never needs, its code being in this module. Without the script's path
+    multiprocessing leaves that out."""
+    main = sys.modules["__main__"]
+    with _MAIN_LOCK:
+        path = main.__dict__.pop("__file__", None)
+        try:
+            process.start()
+        finally:
+            if path is not None:
+                main.__file__ = path
+
+
 class _Worker:
     def __init__(self, context, limit_blas: bool):
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_worker_main, args=(child, limit_blas), name="champollion-worker",
                                        daemon=True)
-        self.process.start()
+        _start_unprepared(self.process)
         child.close()  # the worker's end lives in the worker only: its death closes the pipe
 
     def call(self, message):
@@ -228,12 +256,10 @@ class WorkerPool:
     """`size` worker processes shared by the families of one server process
     (or one stack), each in a slot of its own. Use from one event loop.
 
-    A batch goes to a free worker, preferring the one its affinity key (the
-    batch's first entry id) names: the families' batches of the same entries
-    then tend to meet in one worker, where the sentence encoder's cache
-    (shared by the semantic and behavioral families) already holds their
-    texts. A worker that frees up takes the oldest batch that prefers it,
-    else the oldest waiting."""
+    A batch goes to a worker chosen by its affinity key, the batch's first
+    entry id (services/worker_slots.py): the families' batches of the same
+    entries meet in one worker, where the sentence encoder (shared by the
+    semantic and behavioral families) already holds their texts."""
 
     def __init__(self, size: int, start_method: str = START_METHOD):
         if size < 1:
@@ -242,8 +268,7 @@ class WorkerPool:
         self._context = multiprocessing.get_context(start_method)
         self._limit_blas = size > 1
         self._workers: list[_Worker | None] = [None] * size  # started when first needed
-        self._free: list[int] = list(range(size))
-        self._waiting: list[tuple[int, asyncio.Future]] = []
+        self.slots = SlotScheduler(size)
         self._lock = threading.Lock()
         # One thread per worker waits on its pipe; the event loop stays free.
         self._threads = ThreadPoolExecutor(size, "champollion-worker-call")
@@ -262,7 +287,7 @@ class WorkerPool:
         """The serialized ScoreBatchResponse, or (a family with a part in
         its server) the worker's BatchOutput. Raises WorkerDied or
         WorkerScoringError."""
-        status, *reply = await self._run(("score", spec, request_bytes, context), zlib.crc32(affinity.encode()))
+        status, *reply = await self._run(("score", spec, request_bytes, context), affinity)
         if status == "error":
             message, worker_traceback = reply
             log.error("worker_batch_failed", family=spec.family, error=message, worker_traceback=worker_traceback)
@@ -284,50 +309,22 @@ class WorkerPool:
 
     async def _warm_one(self, specs: list[ScorerSpec], slot: int) -> None:
         try:
-            await self._run(("warm", specs), slot)
+            await self._run(("warm", specs), ("warm", slot), only=slot)
         except Exception as error:  # noqa: BLE001 - a batch sent to that worker will say what is wrong
             if not self._closed:
                 log.warning("worker_warm_up_failed", error=str(error))
 
-    async def _acquire(self, key: int) -> int:
-        """A free slot, the preferred one if free; waiting here, a cancelled
-        call never starts."""
-        preferred = key % self.size
-        if self._free:
-            slot = preferred if preferred in self._free else self._free[0]
-            self._free.remove(slot)
-            return slot
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiting.append((preferred, waiter))
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._release(waiter.result())  # handed a slot just as it was cancelled
-            else:
-                self._waiting.remove((preferred, waiter))
-            raise
-
-    def _release(self, slot: int) -> None:
-        waiting = [entry for entry in self._waiting if not entry[1].done()]
-        if waiting:
-            chosen = next((entry for entry in waiting if entry[0] == slot), waiting[0])
-            self._waiting.remove(chosen)
-            chosen[1].set_result(slot)
-        else:
-            self._free.append(slot)
-
-    async def _run(self, message, key: int):
-        """`message` sent to a free worker, its answer."""
+    async def _run(self, message, key: object, only: int | None = None):
+        """`message` sent to the worker the scheduler gives it, its answer."""
         loop = asyncio.get_running_loop()
-        slot = await self._acquire(key)
+        slot = await self.slots.acquire(key, only)
         try:
             future = self._threads.submit(self._call, slot, message)
         except BaseException:
-            self._release(slot)
+            self.slots.release(slot)
             raise
         # The slot is free when the worker is, not when the caller stops waiting.
-        future.add_done_callback(lambda _: _call_soon(loop, self._release, slot))
+        future.add_done_callback(lambda _: _call_soon(loop, self.slots.release, slot))
         return await asyncio.wrap_future(future)
 
     def _call(self, slot: int, message):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from gateway.card.composite import WEIGHTS, compute_composite, quality_tier, weighted_composite
+from gateway.card.composite import WEIGHTS, compute_composite, entry_composites, quality_tier, weighted_composite
 
 # SPEC §4's table, typed from the spec.
 SPEC_WEIGHTS = {
@@ -97,3 +97,27 @@ def test_no_metric_means_no_composite():
 )
 def test_tier_thresholds_first_match_wins(composite, tier):
     assert quality_tier(composite) == tier
+
+
+def test_entry_composites_are_compute_composite_entry_by_entry():
+    """The gateway's one-pass entry composites (gateway/server/evaluation.py)
+    against compute_composite called per entry, float for float, over
+    entries missing random metrics, one missing all, and a run metric the
+    profile leaves out."""
+    rng = np.random.default_rng(5)
+    profile = "B"
+    metrics = list(WEIGHTS[profile])
+    run = compute_composite({m: 0.5 for m in metrics[:-1]}, profile)  # the last metric: null for the run
+    entries = []
+    for _ in range(200):
+        entry = {m: float(rng.uniform(0, 100 if m == "chrf_plus_plus" else 1)) for m in metrics}
+        for m in metrics:
+            if rng.random() < 0.3:
+                entry[m] = None
+        entries.append(entry)
+    entries.append({m: None for m in metrics})
+    expected = [compute_composite({m: entry.get(m) for m in run.weights}, profile).value for entry in entries]
+    assert entry_composites(entries, run) == expected
+    assert expected[-1] is None and sum(value is None for value in expected) >= 1
+    empty = compute_composite({}, profile)
+    assert entry_composites(entries[:3], empty) == [None, None, None]

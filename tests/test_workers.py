@@ -1,6 +1,8 @@
 """Families scoring in worker processes (services/workers.py): the same run
 card as scoring in threads, a killed worker failing only its batch and being
-replaced, cancelled calls never started, no process left after stop."""
+replaced, cancelled calls never started, no process left after stop, the
+families' batches of one affinity key in one worker, and workers started
+without importing their command's main script."""
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +11,8 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -20,8 +24,8 @@ from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
 from champollion.launch.embedded import EmbeddedStack, start_family
 from services.contract import BatchContext
 from services.registry import scorer_spec
-from services.workers import WorkerPool, WorkerScoringError
-from tests.conftest import EXAMPLE, evaluate, make_request
+from services.workers import WorkerPool, WorkerScoringError, _Worker
+from tests.conftest import EXAMPLE, REPO, evaluate, make_request
 
 # Fields that differ between two evaluations of one run by design.
 VOLATILE = ("run_id", "integrity")
@@ -81,9 +85,9 @@ def test_one_worker_or_none_scores_in_threads():
             assert running.worker_pools == []
 
 
-def _long_entries(count: int) -> list[dict]:
+def _long_entries(count: int, prefix: str = "long") -> list[dict]:
     sentence = "the quick brown fox jumps over the lazy dog while the cat watches from the warm window sill"
-    return [{"id": f"long-{i}", "source": sentence, "reference": f"{sentence} {i}"} for i in range(count)]
+    return [{"id": f"{prefix}-{i}", "source": sentence, "reference": f"{sentence} {i}"} for i in range(count)]
 
 
 @contextlib.contextmanager
@@ -149,9 +153,9 @@ def test_a_worker_killed_while_idle_is_replaced_without_failing_a_batch():
         assert pool.replaced >= 1
 
 
-def _batch(entries: int) -> bytes:
+def _batch(entries: int, prefix: str = "long") -> bytes:
     request = family_pb2.ScoreBatchRequest(source_lang="eng", target_lang="spa")
-    for entry in _long_entries(entries):
+    for entry in _long_entries(entries, prefix):
         request.entries.add(prediction=entry["reference"][:40], **entry)
     return request.SerializeToString()
 
@@ -226,3 +230,93 @@ def test_a_family_served_alone_scores_in_workers_of_its_own_until_it_stops():
         assert answers[2] == answers[0]
 
     asyncio.run(scenario())
+
+
+def test_the_families_batches_of_one_affinity_key_are_scored_by_one_worker(monkeypatch):
+    cards = default_registry()
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    specs = {family: scorer_spec(family, None, {}) for family in ("surface", "compliance")}
+    scored_by = []  # (family, first entry id, worker pid) of each batch a worker received
+    send = _Worker.call
+
+    def send_recording_the_worker(worker, message):
+        kind, *payload = message
+        if kind == "score":
+            spec, request_bytes, _ = payload
+            first_id = family_pb2.ScoreBatchRequest.FromString(request_bytes).entries[0].id
+            scored_by.append((spec.family, first_id, worker.process.pid))
+        return send(worker, message)
+
+    monkeypatch.setattr(_Worker, "call", send_recording_the_worker)
+
+    async def score_together(pool: WorkerPool, batches: list[tuple[str, str]]) -> None:
+        await asyncio.gather(*(pool.score(specs[family], _batch(3, key), context, affinity=f"{key}-0")
+                               for family, key in batches))
+
+    async def scenario():
+        pool = WorkerPool(2)
+        try:
+            # Each key pinned to a worker of its own by its first batch...
+            await score_together(pool, [("surface", "first"), ("surface", "second")])
+            # ...and both workers free again (a slot is released before its
+            # caller resumes), the next family's batches go to their key's
+            # worker, though they arrive in the other order.
+            await score_together(pool, [("compliance", "second"), ("compliance", "first")])
+            return pool.slots.steals
+        finally:
+            pool.close()
+
+    steals = asyncio.run(scenario())
+    workers_of = {key: {pid for _, first_id, pid in scored_by if first_id == f"{key}-0"} for key in ("first", "second")}
+    assert sorted(family for family, _, _ in scored_by) == ["compliance", "compliance", "surface", "surface"]
+    assert len(workers_of["first"]) == 1 and len(workers_of["second"]) == 1, scored_by
+    assert workers_of["first"] != workers_of["second"], "each key had a worker of its own"
+    assert steals == 0
+
+
+# A command's main script, as the `champollion` command is one. 'spawn'
+# imports the parent's main script in each child under another name
+# (__mp_main__): that import leaves a file beside the script.
+COMMAND_SCRIPT = '''
+import sys
+from pathlib import Path
+
+if __name__ != "__main__":
+    Path(__file__).with_name(f"imported-as-{__name__}").touch()
+
+if __name__ == "__main__":
+    import asyncio
+
+    from champollion.cards import default_registry
+    from champollion.eval.v1 import family_pb2
+    from services.contract import BatchContext
+    from services.registry import scorer_spec
+    from services.workers import WorkerPool
+
+    script_path = sys.modules["__main__"].__file__
+    request = family_pb2.ScoreBatchRequest(source_lang="eng", target_lang="spa")
+    request.entries.add(id="e1", source="a black cat", reference="un gato negro", prediction="un gato negro")
+    cards = default_registry()
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+
+    async def score_one_batch():
+        pool = WorkerPool(1)
+        try:
+            return await pool.score(scorer_spec("surface", None, {}), request.SerializeToString(), context)
+        finally:
+            pool.close()
+
+    response = family_pb2.ScoreBatchResponse.FromString(asyncio.run(score_one_batch()))
+    assert [entry.id for entry in response.entries] == ["e1"], response
+    assert sys.modules["__main__"].__file__ == script_path, "the main script's path was not put back"
+'''
+
+
+def test_a_worker_does_not_import_its_commands_main_script(tmp_path):
+    script = tmp_path / "command.py"
+    script.write_text(COMMAND_SCRIPT, encoding="utf-8")
+    python_path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env={**os.environ, "PYTHONPATH": python_path},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["command.py"], "a worker imported the script"

@@ -20,7 +20,7 @@ from gateway.card.bootstrap import (
     missing_interval_warnings,
 )
 from gateway.card.breakdowns import breakdown, size_warnings, tier_intervals
-from gateway.card.composite import Composite, compute_composite, quality_tier
+from gateway.card.composite import Composite, compute_composite, entry_composites, quality_tier
 from gateway.card.corpus import corpus_values, family_scores
 from gateway.card.costs import compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
 from gateway.card.identity import run_fingerprint
@@ -217,13 +217,13 @@ def _entry_results(spill: RunSpill, merged: MergedStatistics, answered: list[str
         if not chunk:
             return
         values = merge_entry_values(spill.batch_responses(batch, answered), len(chunk))
+        if drop_equivalence:
+            for entry_values in values:
+                entry_values.pop("equivalent_match_rate", None)
+        for entry_values, entry_composite in zip(values, entry_composites(values, composite)):
+            entry_values["composite"] = entry_composite
         results = []
         for (entry_id, difficulty, error), entry_values in zip(chunk, values):
-            if drop_equivalence:
-                entry_values.pop("equivalent_match_rate", None)
-            entry_values["composite"] = compute_composite(
-                {m: entry_values.get(m) for m in composite.weights}, composite.profile
-            ).value if composite.weights else None
             result = run_card_pb2.EntryResult(id=entry_id, difficulty=difficulty, error=error)
             result.scores.update(entry_values)
             for metric_id, matrix in merged.stats.items():

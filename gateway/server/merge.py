@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
-from google.protobuf import json_format
 
 from champollion.eval.v1 import family_pb2
 from champollion.sacrebleu_adapter import merged_signature
 from gateway.card.metrics import FAMILIES, PLUGIN_OVERRIDES, may_provide
+from gateway.card.run_card import struct_to_dict
 from gateway.server.spill import RunSpill
 
 
@@ -85,7 +85,7 @@ def merge_entry_values(responses: dict[str, family_pb2.ScoreBatchResponse], size
         if response is None:
             continue
         for target, entry in zip(merged, response.entries):
-            for metric_id, value in json_format.MessageToDict(entry.values).items():
+            for metric_id, value in struct_to_dict(entry.values).items():
                 if metric_id not in target or PLUGIN_OVERRIDES.get(metric_id) == family:
                     target[metric_id] = value
     return merged

