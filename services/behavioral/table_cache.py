@@ -1,0 +1,63 @@
+"""Tables built from installed data, kept in marshal files so that the next
+process reads them instead of building them again.
+
+Files live in $CHAMPOLLION_CACHE_DIR, else $XDG_CACHE_HOME/champollion,
+else ~/.cache/champollion, in a folder named after what built them (the
+spaCy and spacy-lookups-data versions, the Python version, whose marshal
+format they are in): another version builds and keeps its own. marshal
+reads back data only, never code. A file that cannot be read is built
+again; a cache directory that cannot be written is done without.
+"""
+from __future__ import annotations
+
+import marshal
+import os
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+CACHE_ENV = "CHAMPOLLION_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "champollion"
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def table_folder() -> Path:
+    python = f"py{sys.version_info[0]}.{sys.version_info[1]}-marshal{marshal.version}"
+    return cache_root() / f"tables-spacy{_version('spacy')}-lookups{_version('spacy-lookups-data')}-{python}"
+
+
+def cached(name: str, build: Callable[[], T]) -> T:
+    """The table `name` from its file, else build() kept there."""
+    path = table_folder() / f"{name}.marshal"
+    try:
+        return marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    table = build()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.")
+    except OSError:  # not writable: done without
+        return table
+    try:
+        # Written aside then renamed: a process reading meanwhile sees the whole file or none.
+        with os.fdopen(descriptor, "wb") as handle:
+            marshal.dump(table, handle)
+        os.replace(aside, path)
+    except (OSError, ValueError):  # a full disk, or a value marshal cannot write
+        Path(aside).unlink(missing_ok=True)
+    return table
