@@ -4,13 +4,14 @@ Calls carry an affinity key: the families' calls for the same entries share
 one. A key is pinned to a worker, the least loaded when its first call
 comes, so that the calls of one batch meet in one worker, whose sentence
 encoder then holds their texts and token rows (the semantic and behavioral
-families encode the same sources, predictions and references): on 10,000
-WMT21 entries the families' calls were split between the two workers often
-enough for each to compute 1.5 times the rows it needed.
+families encode the same sources, predictions and references). On 10,000
+WMT21 entries, with a worker chosen by a hash of the key when free, the
+two workers computed 746,000 token rows; with a batch's calls kept
+together, 566,000 (first-in first-out row caches of 65,536 rows).
 
 A worker never idles while calls wait: one that frees up takes the oldest
 call pinned to it, else steals one, preferring a key none of whose calls
-has started (moving all of them with it causes no split), and the stolen
+is running (moving all of them with it splits nothing), and the stolen
 key is pinned to it from then on; a call whose worker is busy while another
 is idle goes to the idle one the same way.
 """
@@ -69,6 +70,7 @@ class SlotScheduler:
         waiter.set_result(self._start(slot, key))
 
     def _next_for(self, slot: int):
+        """The waiting call `slot` takes next (its own oldest, else a stolen one), or None."""
         own = [entry for entry in self._waiting if self._slot_of(entry) == slot]
         if own:
             return own[0]

@@ -140,10 +140,6 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
     # installed: a second and 200 MB a worker. Absent from sys.modules, its
     # import fails at once and thinc goes on without it.
     sys.modules.setdefault("torch", None)
-    # So torch is of no use here, yet spaCy's thinc imports it where it is
-    # installed: a second and 200 MB a worker. Absent from sys.modules, its
-    # import fails at once and thinc goes on without it.
-    sys.modules.setdefault("torch", None)
     from champollion.eval.v1 import family_pb2
     from services.registry import IMPLEMENTED
     from services.servicer import entries_from_request, response_from_output

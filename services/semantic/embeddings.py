@@ -176,4 +176,3 @@ def shared_embedder() -> SentenceEmbedder:
     family's detachment check load the model once and share its cache when
     they run in one process (the embedded stack)."""
     return SentenceEmbedder()
-

@@ -21,7 +21,7 @@ from itertools import groupby, repeat
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from services.semantic.forward import MIN_ROWS, REACH, ROW_WIDTH, row_sums, sentence_vectors, token_rows
+from services.semantic.forward import DIM, MIN_ROWS, REACH, ROW_WIDTH, row_sums, sentence_vectors, token_rows
 
 _OUTSIDE = -1  # a window position beyond the sentence; token ids are never negative
 ROW_BYTES = ROW_WIDTH * 4
@@ -159,40 +159,34 @@ def _pieces(ids: np.ndarray, positions: list[int], first_row: int) -> list[_Piec
     return pieces
 
 
-def _compute(backend, pieces: list[_Piece], rows: np.ndarray) -> None:
-    """Each piece's kept rows written into `rows` (at the piece's place), in
-    calls of about PIECE_BUDGET tokens."""
-    call: list[_Piece] = []
-    tokens = 0
-    for piece in [*pieces, None]:
-        if piece is not None and (not call or tokens + len(piece.ids) <= PIECE_BUDGET):
-            call.append(piece)
-            tokens += len(piece.ids)
-            continue
-        if call:
-            sequences = [p.ids for p in call]
-            if tokens < MIN_ROWS:  # rows that only keep the matrix products on their usual kernels
-                sequences.append(np.zeros(MIN_ROWS, dtype=np.int32))
-            computed = token_rows(backend, sequences)
-            offset = 0
-            for done in call:
-                keep = slice(offset + done.keep_start - done.start, offset + done.keep_end - done.start)
-                rows[done.first_row + done.keep_start:done.first_row + done.keep_end] = computed[keep]
-                offset += len(done.ids)
-        if piece is not None:
-            call, tokens = [piece], len(piece.ids)
-
-
-def _groups(lengths: list[int]) -> list[range]:
+def _packed(sizes: list[int], budget: int) -> list[range]:
+    """Consecutive indices grouped so that each group's sizes add up to at
+    most `budget` (an item larger than that is a group alone)."""
     groups, start, total = [], 0, 0
-    for index, length in enumerate(lengths):
-        if index > start and total + length > GROUP_ROWS:
+    for index, size in enumerate(sizes):
+        if index > start and total + size > budget:
             groups.append(range(start, index))
             start, total = index, 0
-        total += length
-    if lengths:
-        groups.append(range(start, len(lengths)))
+        total += size
+    if sizes:
+        groups.append(range(start, len(sizes)))
     return groups
+
+
+def _compute(backend, pieces: list[_Piece], rows: np.ndarray) -> None:
+    """Each piece's kept rows written into `rows` (at the piece's place), in
+    token_rows calls of about PIECE_BUDGET tokens."""
+    for call in _packed([len(piece.ids) for piece in pieces], PIECE_BUDGET):
+        sequences = [pieces[index].ids for index in call]
+        if sum(map(len, sequences)) < MIN_ROWS:  # rows that only keep the matrix products on their usual kernels
+            sequences.append(np.zeros(MIN_ROWS, dtype=np.int32))
+        computed = token_rows(backend, sequences)
+        offset = 0
+        for index in call:
+            piece = pieces[index]
+            kept = computed[offset + piece.keep_start - piece.start:offset + piece.keep_end - piece.start]
+            rows[piece.first_row + piece.keep_start:piece.first_row + piece.keep_end] = kept
+            offset += len(piece.ids)
 
 
 def _group_rows(backend, texts: list[np.ndarray], cache: RowCache) -> np.ndarray:
@@ -221,9 +215,9 @@ def _group_rows(backend, texts: list[np.ndarray], cache: RowCache) -> np.ndarray
 
 
 def encode(backend, token_ids: list[np.ndarray], cache: RowCache) -> np.ndarray:
-    """(len(token_ids), 512) float32 unit vectors of the tokenized texts."""
-    out = np.empty((len(token_ids), 512), dtype=np.float32)
-    for group in _groups([len(ids) for ids in token_ids]):
+    """(len(token_ids), DIM) float32 unit vectors of the tokenized texts."""
+    out = np.empty((len(token_ids), DIM), dtype=np.float32)
+    for group in _packed([len(ids) for ids in token_ids], GROUP_ROWS):
         texts = [token_ids[index] for index in group]
         lengths = [len(ids) for ids in texts]
         sums = row_sums(_group_rows(backend, texts, cache), lengths)
