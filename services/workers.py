@@ -149,7 +149,9 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
 
     def scorer_for(spec: ScorerSpec):
         if spec.key not in scorers:
-            scorers[spec.key] = IMPLEMENTED[spec.family](**spec.options).scorer
+            # COMET models stay in the server (IN_SERVER): a worker preloads none.
+            options = {name: value for name, value in spec.options.items() if name != "preload"}
+            scorers[spec.key] = IMPLEMENTED[spec.family](**options).scorer
             _limit_threads(limit_blas)  # libraries the scorer loaded
         return scorers[spec.key]
 
@@ -198,16 +200,19 @@ _MAIN_LOCK = threading.Lock()
 
 def _start_unprepared(process) -> None:
     """Starts a spawned process without its re-running the parent's main
-    script: 'spawn' imports the script a command was started from in each
-    child (for `champollion`, the whole CLI: 1.1 s a worker), which a worker
-    never needs, its code being in this module. Without the script's path
-    multiprocessing leaves that out."""
+    module: 'spawn' imports the script or `-m` module a command was started
+    from in each child (for `champollion`, the whole CLI: 1.1 s a worker),
+    which a worker never needs, its code being in this module. Without the
+    main module's path and spec multiprocessing leaves that out."""
     main = sys.modules["__main__"]
     with _MAIN_LOCK:
-        path = main.__dict__.pop("__file__", None)
+        # Other threads see __main__ without them for these milliseconds; nothing reads them.
+        path, spec = main.__dict__.pop("__file__", None), getattr(main, "__spec__", None)
+        main.__spec__ = None  # `python -m module` names the module there
         try:
             process.start()
         finally:
+            main.__spec__ = spec
             if path is not None:
                 main.__file__ = path
 

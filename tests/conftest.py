@@ -28,13 +28,12 @@ EXAMPLE = REPO / "examples" / "eng-spa"
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "run_card.schema.json"
 
 # No test writes to the real home: the default run store (and anything else
-# under XDG_DATA_HOME) and the table cache (XDG_CACHE_HOME) live in a
-# temporary folder for the whole session.
+# under XDG_DATA_HOME) and the word-list cache (CHAMPOLLION_CACHE_DIR)
+# live in a temporary folder for the whole session.
 TEST_DATA_HOME = tempfile.mkdtemp(prefix="champollion-test-data-")
 atexit.register(shutil.rmtree, TEST_DATA_HOME, ignore_errors=True)
 os.environ["XDG_DATA_HOME"] = TEST_DATA_HOME
-os.environ["XDG_CACHE_HOME"] = os.path.join(TEST_DATA_HOME, "cache")
-os.environ.pop("CHAMPOLLION_CACHE_DIR", None)
+os.environ["CHAMPOLLION_CACHE_DIR"] = os.path.join(TEST_DATA_HOME, "cache")
 os.environ["CHAMPOLLION_STORE"] = f"sqlite:///{TEST_DATA_HOME}/champollion/runs.sqlite"
 
 

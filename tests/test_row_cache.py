@@ -70,6 +70,16 @@ def test_a_full_row_cache_keeps_the_rows_read_since_its_hand_last_passed():
     assert len(cache) == 3 and cache.computed == 13  # every row handed, held or not
 
 
+def test_when_too_few_rows_are_unread_those_go_first_then_the_next_in_order():
+    cache = RowCache(8)
+    rows = numbered_rows(len(KEYS))
+    cache.store(KEYS[:8], rows, list(range(8)))
+    assert rows_held(cache, KEYS[:7])[0] == KEYS[:7]  # all read but 7's
+    cache.store(KEYS[8:10], rows, [8, 9])  # two places: 7's (unread), then, a round later, 0's
+    held, held_rows = rows_held(cache, KEYS[:10])
+    assert held == KEYS[1:7] + KEYS[8:10] and np.array_equal(held_rows[-2:], rows[8:10])
+
+
 def test_a_row_cache_of_no_rows_holds_nothing_but_counts_what_was_computed():
     cache = RowCache(0)
     cache.store(KEYS[:4], numbered_rows(4), [0, 1, 2, 3])
@@ -163,3 +173,10 @@ def test_cached_windows_inside_a_long_text_leave_its_vector_unchanged(embedder):
     # each inserted sentence's rows but those whose windows reach either end
     assert cache.hits == sum(len(token_ids(embedder, sentence)) - 2 * (REACH + 1) for sentence in inserted)
     assert np.array_equal(vector, encode(backend, [ids], RowCache(0)))
+
+
+def test_an_empty_token_sequence_is_refused_and_a_cache_too_large_names_its_setting(embedder):
+    with pytest.raises(ValueError, match="begin and end tokens"):
+        encode(embedder._loaded(), [token_ids(embedder, "Hola."), np.array([], dtype=np.int32)], RowCache(4))
+    with pytest.raises(MemoryError, match=r"\$CHAMPOLLION_TOKEN_ROW_CACHE_MB"):
+        SentenceEmbedder(row_cache_rows=2**50)

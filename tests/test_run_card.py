@@ -132,3 +132,18 @@ def test_family_that_is_down_gives_nulls_and_a_warning(run_card_validator):
     assert card["scores"]["composite"] is None and card["scores"]["quality_tier"] == "unscored"
     assert any("family 'surface' failed (UNAVAILABLE" in w for w in card["warnings"])
     assert card["scores"]["total"] == 1
+
+
+def test_fast_struct_conversion_refuses_what_json_cannot_hold_as_protobufs_own_does():
+    import math
+
+    from google.protobuf import json_format, struct_pb2
+
+    from gateway.card.run_card import struct_to_dict
+    for bad in (math.nan, math.inf, -math.inf):
+        struct = struct_pb2.Struct()
+        struct.update({"ok": 1.0, "nested": {"bad": [bad]}})
+        with pytest.raises(ValueError):
+            json_format.MessageToDict(struct)
+        with pytest.raises(ValueError, match="not a JSON number"):
+            struct_to_dict(struct)

@@ -86,3 +86,20 @@ def test_word_lists_read_back_from_the_cache_equal_spacys(cache_dir, monkeypatch
     fresh()
     assert read == built
     assert "the" in read[0] and read[1].get("went") == "go" and read[2]["the"] > read[2]["zebra"]
+
+
+def test_without_a_home_directory_the_table_is_built(monkeypatch):
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(table_cache.Path, "home", staticmethod(no_home))
+    assert cached("t", lambda: {"a": 1.0}) == {"a": 1.0}
+
+
+def test_tables_are_readable_by_other_users_and_named_after_their_format(cache_dir):
+    cached("t", lambda: {"a": 1.0})
+    path = table_folder() / "t.marshal"
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert table_folder().name.startswith(f"tables{table_cache.TABLES_FORMAT}-spacy")

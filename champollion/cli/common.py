@@ -121,16 +121,16 @@ def cli_error(error: ClientError) -> CliError:
     return CliError(message, EXIT_FAILURE)
 
 
-def json_text(data) -> str:
-    """Indented JSON, except that an object's list of objects (a card's
-    entries) is written an object a line: as readable, and Python's C
-    encoder, which does not indent, writes a 10,000-entry card in a tenth
-    of the time (0.3 against 3.1 s)."""
+def json_text(data, one_a_line: tuple[str, ...] = ("entries",)) -> str:
+    """Indented JSON, except that the lists of objects under the keys
+    `one_a_line` (a card's entries) are written an object a line: as
+    readable, and Python's C encoder, which does not indent, writes a
+    10,000-entry card in a tenth of the time (0.3 against 3.1 s)."""
     if not isinstance(data, dict) or not all(isinstance(key, str) for key in data):
         return json.dumps(data, ensure_ascii=False, indent=2)
     lines = []
     for key, value in data.items():
-        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        if key in one_a_line and isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
             items = ",\n    ".join(json.dumps(item, ensure_ascii=False) for item in value)
             text = f"[\n    {items}\n  ]"
         else:

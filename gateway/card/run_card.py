@@ -12,6 +12,8 @@ Struct fields (per-entry values) use protobuf's JSON mapping.
 """
 from __future__ import annotations
 
+import math
+
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
@@ -128,6 +130,8 @@ def _plain_value(value: struct_pb2.Value):
         return struct_to_dict(value.struct_value)
     if kind == "list_value":
         return [_plain_value(item) for item in value.list_value.values]
+    if kind == "number_value" and not math.isfinite(value.number_value):
+        raise ValueError(f"{value.number_value} is not a JSON number")  # as protobuf's JSON mapping refuses it
     return None if kind in (None, "null_value") else getattr(value, kind)
 
 

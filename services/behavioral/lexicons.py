@@ -4,7 +4,8 @@ names its spaCy language code (`lexicon.spacy: en`).
 
 The tables are kept, as built, in marshal files under the cache directory
 (services/behavioral/table_cache.py): building English and German's from
-spaCy's gzipped JSON costs a worker process 4.0 s, reading them back 1.2 s."""
+spaCy's gzipped JSON costs a worker process 4.0 s, reading them back 1.2 s. Changing how a table is
+built: raise table_cache.TABLES_FORMAT."""
 from __future__ import annotations
 
 import gzip

