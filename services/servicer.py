@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -42,6 +43,18 @@ def entries_from_request(request: family_pb2.ScoreBatchRequest) -> list[EntryInp
     ]
 
 
+def affinity_key(request: family_pb2.ScoreBatchRequest) -> int:
+    """The key that sends a batch to a worker (services/worker_slots.py):
+    the smallest hash of its sources. The families' calls for one batch
+    share it, and so, most often, do the batches of other systems scored
+    on the same stretch of a corpus (a min-hash: two batches sharing most
+    of their sources most likely share their smallest hash), so that a
+    source's token rows are computed in one worker. An entry without a
+    source counts by its id."""
+    return min((zlib.crc32((entry.source or entry.id).encode("utf-8", "surrogatepass")) for entry in request.entries),
+               default=0)
+
+
 def response_from_output(family: str, output: BatchOutput) -> family_pb2.ScoreBatchResponse:
     response = family_pb2.ScoreBatchResponse(
         family=family, signatures=output.signatures, warnings=output.warnings, labels=output.labels
@@ -75,8 +88,7 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
         if self.workers is None:
             output = await self._in_thread(self.scorer.score, entries_from_request(request), batch_context)
             return await self._in_thread(response_from_output, self.scorer.name, output)
-        # Affinity: the families' batches of the same entries meet in one worker (its encoder cache).
-        affinity = request.entries[0].id if request.entries else ""
+        affinity = affinity_key(request)
         reply = await self.workers.score(self._spec, request.SerializeToString(), batch_context, affinity)
         if not self._spec.server_part:
             return family_pb2.ScoreBatchResponse.FromString(reply)

@@ -265,8 +265,8 @@ class WorkerPool:
     """`size` worker processes shared by the families of one server process
     (or one stack), each in a slot of its own. Use from one event loop.
 
-    A batch goes to a worker chosen by its affinity key, the batch's first
-    entry id (services/worker_slots.py): the families' batches of the same
+    A batch goes to a worker chosen by its affinity key (services/worker_slots.py,
+    services.servicer.affinity_key): the families' batches of the same
     entries meet in one worker, where the sentence encoder (shared by the
     semantic and behavioral families) already holds their texts."""
 
@@ -292,7 +292,7 @@ class WorkerPool:
         with self._lock:
             return sorted(w.process.pid for w in self._workers if w is not None and w.process.is_alive())
 
-    async def score(self, spec: ScorerSpec, request_bytes: bytes, context: BatchContext, affinity: str = ""):
+    async def score(self, spec: ScorerSpec, request_bytes: bytes, context: BatchContext, affinity: object = ""):
         """The serialized ScoreBatchResponse, or (a family with a part in
         its server) the worker's BatchOutput. Raises WorkerDied or
         WorkerScoringError."""

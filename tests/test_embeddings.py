@@ -280,7 +280,7 @@ def test_row_sums_are_numpys_reduceat_bit_for_bit():
 
 def test_the_row_cache_size_comes_from_the_environment(monkeypatch):
     monkeypatch.delenv(ROW_CACHE_ENV, raising=False)
-    assert row_cache_size() == 65_536  # 320 MiB of 5 KiB rows
+    assert row_cache_size() == 131_072  # 640 MiB of 5 KiB rows
     for megabytes, rows in (("0", 0), ("320", 65_536), (" 1 ", 204)):
         monkeypatch.setenv(ROW_CACHE_ENV, megabytes)
         assert row_cache_size() == rows

@@ -320,3 +320,28 @@ def test_a_worker_does_not_import_its_commands_main_script(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["command.py"], "a worker imported the script"
+
+
+def test_a_batchs_affinity_key_is_the_smallest_hash_of_its_sources():
+    """Batches of two systems over mostly the same corpus lines share their
+    key when the smallest hash falls in the lines they share; an entry
+    without a source counts by its id."""
+    import zlib
+
+    from champollion.eval.v1 import family_pb2
+    from services.servicer import affinity_key
+
+    def request(sources, ids=None):
+        batch = family_pb2.ScoreBatchRequest()
+        for index, source in enumerate(sources):
+            batch.entries.add(id=(ids or [f"e{index}" for index in range(len(sources))])[index], source=source)
+        return batch
+
+    lines = [f"Line {number} of the corpus." for number in range(40)]
+    smallest = min(range(40), key=lambda number: zlib.crc32(lines[number].encode()))
+    first = lines[max(0, smallest - 20):smallest + 1]
+    second = lines[smallest:smallest + 20]  # another system's batch, shifted, sharing that line
+    assert affinity_key(request(first)) == affinity_key(request(second)) == zlib.crc32(lines[smallest].encode())
+    assert affinity_key(request(lines[:smallest] + lines[smallest + 1:])) != affinity_key(request(first))
+    assert affinity_key(request(["", "b"], ids=["x", "y"])) == min(zlib.crc32(b"x"), zlib.crc32(b"b"))
+    assert affinity_key(family_pb2.ScoreBatchRequest()) == 0

@@ -30,9 +30,11 @@ EMBEDDING_LANGUAGES = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl
 EMBEDDING_DIM = 512
 
 # Memory for the token rows a process's encoder keeps
-# (services/semantic/row_cache.py), 5 KiB a row: 320 MiB keeps 65,536.
+# (services/semantic/row_cache.py), 5 KiB a row: 640 MiB keeps 131,072.
+# 10,000 WMT21 entries in two workers: rows of 0.51 million windows computed
+# with 320 MiB each, 0.45 million with 640 (29.5 against 27.9 s).
 ROW_CACHE_ENV = "CHAMPOLLION_TOKEN_ROW_CACHE_MB"
-ROW_CACHE_MB = 320
+ROW_CACHE_MB = 640
 
 
 def embedding_package_version() -> str | None:
