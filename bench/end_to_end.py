@@ -137,8 +137,8 @@ def surface_through_gateway(entries, predictions, batch_size: int) -> tuple[floa
     import grpc
 
     from champollion.eval.v1 import gateway_pb2_grpc
-    from champollion.launch.embedded import EmbeddedStack
-    from gateway.card.run_card import run_card_from_proto
+    from champollion.apps.launch.embedded import EmbeddedStack
+    from champollion.core.run_card import run_card_from_proto
 
     request = build_request(entries, predictions, batch_size)
     with EmbeddedStack(families=("surface",), store=None, workers=0) as stack, \

@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.wmt21 import DATA, read_lines  # noqa: E402
 from champollion import logs  # noqa: E402
-from champollion.analyzers import DEFAULT_FST_DIR  # noqa: E402
-from champollion.cards import default_registry  # noqa: E402
-from champollion.words import words_of  # noqa: E402
+from champollion.core.analyzers import DEFAULT_FST_DIR  # noqa: E402
+from champollion.core.cards import default_registry  # noqa: E402
+from champollion.core.words import words_of  # noqa: E402
 
 ANALYZER = DEFAULT_FST_DIR / "eng.hfstol"
 BATCH = 256
@@ -105,7 +105,7 @@ def scorer_worker(tokens: int) -> None:
 
 def service_worker() -> None:
     """A structural service (scoring in this process's threads) until stdin closes."""
-    from champollion.launch.embedded import start_family
+    from champollion.apps.launch.embedded import start_family
 
     async def serve() -> None:
         server, port = await start_family("structural", "127.0.0.1:0")

@@ -1,4 +1,4 @@
-"""Compiled statistics (champollion/native) against sacreBLEU's own on every
+"""Compiled statistics (champollion/core/native) against sacreBLEU's own on every
 WMT21 en-de system (20 x 1,002 segments) against reference A: asserts that
 every segment's TER, chrF++ and BLEU statistics are equal (values and types)
 and prints the time each path takes.
@@ -23,7 +23,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER  # noqa: E402
 
 from bench.wmt21 import read_lines, segments  # noqa: E402
 from champollion import sacrebleu_adapter  # noqa: E402
-from champollion.native import _stats  # noqa: E402
+from champollion.core.native import _stats  # noqa: E402
 
 # The surface family's configurations (sacrebleu_adapter.build_metric), built fresh.
 METRICS = {"ter": TER, "chrf_plus_plus": lambda: CHRF(word_order=2), "bleu": BLEU}
@@ -42,7 +42,7 @@ def main() -> int:
     parser.add_argument("--references", default="A", help="reference letters, comma-separated (A, C, D)")
     args = parser.parse_args()
     if _stats is None:
-        print("champollion.native._stats is not built (pip install -e . with a C++ compiler)", file=sys.stderr)
+        print("champollion.core.native._stats is not built (pip install -e . with a C++ compiler)", file=sys.stderr)
         return 2
     entries, predictions = segments(args.entries)
     ids = [entry["id"] for entry in entries]

@@ -6,7 +6,7 @@ Three direct baselines are timed:
   public API  sentence_score per entry + corpus_score per metric (what a
               user calling sacreBLEU would write; extracts statistics twice)
   one pass    sacreBLEU's statistics extracted once per segment and summed
-  adapter     the same one pass through champollion.sacrebleu_adapter, i.e.
+  adapter     the same one pass through champollion.core.sacrebleu_adapter, i.e.
               the compiled statistics when built (the same work the service
               does, no gRPC): the strict baseline
 The ratio reported against the target (<= 1.3) is service / adapter one pass;
@@ -32,9 +32,9 @@ from champollion import (
     sacrebleu_adapter,  # noqa: E402
 )
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
-from champollion.launch.embedded import EmbeddedStack  # noqa: E402
-from champollion.text import normalise_for_match  # noqa: E402
-from gateway.card.run_card import run_card_from_proto  # noqa: E402
+from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
+from champollion.core.text import normalise_for_match  # noqa: E402
+from champollion.core.run_card import run_card_from_proto  # noqa: E402
 
 
 def direct_public_api(hypotheses, references):

@@ -11,8 +11,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from champollion.analyzers import Analyzer
-from champollion.cards import LanguageCard
+from champollion.core.analyzers import Analyzer
+from champollion.core.cards import LanguageCard
 from services.contract import EntryInput
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from champollion.cards import LanguageCard
+from champollion.core.cards import LanguageCard
 
 
 @dataclass(frozen=True)
@@ -94,3 +94,23 @@ class FamilyScorer(Protocol):
         ...
 
     def components(self) -> list[ComponentInfo]: ...
+
+
+class SplitScorer(FamilyScorer, Protocol):
+    """A family whose work splits between its server process and the worker
+    processes (services/workers.py). The workers compute
+    ``score_in_worker``; the server adds ``finish_in_server`` to what they
+    return, with the scorer it keeps. The semantic family does this so that
+    its COMET models stay in the server, one copy per server (one on a GPU),
+    and concurrent batches share their micro-batches. ``score`` must equal
+    the two parts in turn."""
+
+    def score_in_worker(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput: ...
+
+    def finish_in_server(self, entries: list[EntryInput], context: BatchContext,
+                         output: BatchOutput) -> BatchOutput: ...
+
+
+def splits_work(scorer: FamilyScorer) -> bool:
+    """Whether `scorer` keeps part of its work in its server (SplitScorer)."""
+    return callable(getattr(scorer, "finish_in_server", None))

@@ -1,36 +1,58 @@
 """Families implemented in this build, by name, for `champollion serve` and
-the embedded stack. A family absent here is reported as not configured."""
+the embedded stack. A family absent here is reported as not configured.
+
+Each family is named by the import path of its scorer factory (as COMET
+names a model class by a string id): a family is imported only when it is
+built, and a worker process builds a scorer from a ScorerSpec without
+importing this registry."""
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 import grpc
 
-from services.behavioral.servicer import create_servicer as create_behavioral
-from services.compliance.servicer import create_servicer as create_compliance
-from services.semantic.servicer import create_servicer as create_semantic
+from services.contract import FamilyScorer
 from services.servicer import FamilyServicer
-from services.structural.servicer import create_servicer as create_structural
-from services.structural.servicer import register_extra as register_structural_extra
-from services.surface.servicer import create_servicer as create_surface
 from services.workers import ScorerSpec
 
-IMPLEMENTED: dict[str, Callable[..., FamilyServicer]] = {
-    "surface": create_surface,
-    "structural": create_structural,
-    "semantic": create_semantic,
-    "behavioral": create_behavioral,
-    "compliance": create_compliance,
+SCORER_FACTORIES: dict[str, str] = {
+    "surface": "services.surface.factory:create_scorer",
+    "structural": "services.structural.factory:create_scorer",
+    "semantic": "services.semantic.factory:create_scorer",
+    "behavioral": "services.behavioral.factory:create_scorer",
+    "compliance": "services.compliance.factory:create_scorer",
 }
+IMPLEMENTED: tuple[str, ...] = tuple(SCORER_FACTORIES)
+
+
+def _structural_extra(server: grpc.aio.Server, family: FamilyServicer) -> list[str]:
+    from services.structural.servicer import register_extra
+    return register_extra(server, family)
+
 
 # Family-specific services served beside the Family contract; each returns
 # the names it registered.
 EXTRA_SERVICES: dict[str, Callable[[grpc.aio.Server, FamilyServicer], list[str]]] = {
-    "structural": register_structural_extra,
+    "structural": _structural_extra,
 }
 
 
+def create_scorer(name: str, languages: list[str] | None = None, **options) -> FamilyScorer:
+    """Family `name`'s scorer; `options` as `champollion serve` passes them
+    (semantic: device, comet_dir, ...). KeyError for an unknown family."""
+    return ScorerSpec(name, SCORER_FACTORIES[name], {"languages": languages, **options}).build()
+
+
+def create_servicer(name: str, languages: list[str] | None = None, **options) -> FamilyServicer:
+    return FamilyServicer(create_scorer(name, languages, **options))
+
+
 def scorer_spec(name: str, languages: list[str] | None, options: dict) -> ScorerSpec:
-    """What a worker process needs to build family `name`'s scorer as its
-    factory here builds it (services/workers.py)."""
-    return ScorerSpec(name, {"languages": list(languages) if languages else None, **options})
+    """What a worker process needs to build family `name`'s scorer as
+    create_scorer builds it here. Workers load no model ahead of a batch
+    (a split family's models stay in its server: services.contract.SplitScorer),
+    so `preload` is left out."""
+    worker_options = {key: value for key, value in options.items() if key != "preload"}
+    return ScorerSpec(name, SCORER_FACTORIES[name],
+                      {"languages": list(languages) if languages else None, **worker_options})

@@ -10,37 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import structlog
 
-from champollion.cards import CardRegistry, UnknownLanguage, default_registry
+from champollion.core.cards import CardRegistry, UnknownLanguage, default_registry
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
-from services.contract import BatchContext, BatchOutput, EntryInput, FamilyScorer, Term
-from services.workers import ScorerSpec, WorkerDied, WorkerPool, WorkerScoringError, finish_in_server
+from services.contract import BatchContext, FamilyScorer, splits_work
+from services.conversions import entries_from_request, response_from_output, terms_from_messages
+from services.workers import ScorerSpec, WorkerDied, WorkerPool, WorkerScoringError
 
 log = structlog.get_logger()
-
-
-def _terms(messages) -> tuple[Term, ...]:
-    return tuple(Term(term.source, term.target, tuple(term.alternatives)) for term in messages)
-
-
-def entries_from_request(request: family_pb2.ScoreBatchRequest) -> list[EntryInput]:
-    # Optional lists are read only where present: half the time of this
-    # conversion, a good part of what a batch costs the structural family.
-    return [
-        EntryInput(
-            id=entry.id,
-            source=entry.source,
-            reference=entry.reference,
-            extra_references=tuple(entry.extra_references) if entry.extra_references else (),
-            prediction=entry.prediction,
-            acceptable_variants=tuple(entry.acceptable_variants) if entry.acceptable_variants else (),
-            raw_prediction=entry.raw_prediction if entry.HasField("raw_prediction") else None,
-            failed=entry.failed,
-            morphology=tuple((gold.word, tuple(gold.features)) for gold in entry.morphology)
-            if entry.morphology else (),
-            terms=_terms(entry.terms) if entry.terms else (),
-        )
-        for entry in request.entries
-    ]
 
 
 def affinity_key(request: family_pb2.ScoreBatchRequest) -> int:
@@ -53,18 +29,6 @@ def affinity_key(request: family_pb2.ScoreBatchRequest) -> int:
     source counts by its id."""
     return min((zlib.crc32((entry.source or entry.id).encode("utf-8", "surrogatepass")) for entry in request.entries),
                default=0)
-
-
-def response_from_output(family: str, output: BatchOutput) -> family_pb2.ScoreBatchResponse:
-    response = family_pb2.ScoreBatchResponse(
-        family=family, signatures=output.signatures, warnings=output.warnings, labels=output.labels
-    )
-    for result in output.entries:
-        entry = response.entries.add(id=result.id)
-        entry.values.update(result.values)
-        for metric_id, values in result.stats.items():
-            entry.stats[metric_id].values.extend(values)
-    return response
 
 
 class FamilyServicer(family_pb2_grpc.FamilyServicer):
@@ -81,7 +45,8 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
     def use_workers(self, pool: WorkerPool, spec: ScorerSpec) -> None:
         """Scores batches in `pool`'s processes, each building the scorer
         from `spec`; Describe, Analyze and the family's in-server part
-        (services.workers.IN_SERVER) keep using this process's scorer."""
+        (a scorer that splits its work: services.contract.SplitScorer) keep
+        using this process's scorer."""
         self.workers, self._spec = pool, spec
 
     async def _score(self, request, batch_context: BatchContext) -> family_pb2.ScoreBatchResponse:
@@ -90,10 +55,10 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
             return await self._in_thread(response_from_output, self.scorer.name, output)
         affinity = affinity_key(request)
         reply = await self.workers.score(self._spec, request.SerializeToString(), batch_context, affinity)
-        if not self._spec.server_part:
+        if not splits_work(self.scorer):
             return family_pb2.ScoreBatchResponse.FromString(reply)
         output = await self._in_thread(
-            finish_in_server, self._spec, self.scorer, entries_from_request(request), batch_context, reply)
+            self.scorer.finish_in_server, entries_from_request(request), batch_context, reply)
         return await self._in_thread(response_from_output, self.scorer.name, output)
 
     async def _in_thread(self, function, *args):
@@ -104,7 +69,7 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
             source=self.cards.get(request.source_lang),
             target=self.cards.get(request.target_lang),
             options=dict(request.options),
-            glossary=_terms(request.glossary),
+            glossary=terms_from_messages(request.glossary),
         )
 
     async def ScoreBatch(self, request, context):

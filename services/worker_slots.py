@@ -8,7 +8,7 @@ families encode the same sources, predictions and references). On 10,000
 WMT21 entries, with a worker chosen by a hash of the key when free, the
 two workers computed 746,000 token rows; with a batch's calls kept
 together, 566,000 (row caches of 65,536 rows, oldest first out, before
-the clock eviction of services/semantic/row_cache.py).
+the clock eviction of champollion/core/encoder/row_cache.py).
 
 A worker never idles while calls wait: one that frees up takes the oldest
 call pinned to it, else steals one, preferring a key none of whose calls

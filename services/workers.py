@@ -21,6 +21,7 @@ a busy one.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import multiprocessing
 import os
@@ -36,7 +37,8 @@ from typing import Any
 
 import structlog
 
-from services.contract import BatchContext, BatchOutput, EntryOutput
+from services.contract import BatchContext, splits_work
+from services.conversions import entries_from_request, response_from_output
 from services.worker_slots import SlotScheduler
 
 log = structlog.get_logger()
@@ -72,44 +74,21 @@ def default_workers() -> int:
 
 @dataclass(frozen=True)
 class ScorerSpec:
-    """How a worker builds a family's scorer: the family's factory in
-    services.registry called with `options` (languages, device, ...)."""
+    """How a worker builds a family's scorer: `factory`, a "module:function"
+    path (services.registry names one per family), called with `options`
+    (languages, device, ...). The pool needs no other knowledge of families."""
     family: str
+    factory: str
     options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
-        return f"{self.family}:{json.dumps(self.options, sort_keys=True, default=str)}"
+        return f"{self.family}:{self.factory}:{json.dumps(self.options, sort_keys=True, default=str)}"
 
-    @property
-    def server_part(self) -> bool:
-        """Whether part of the family's work stays in its server process (see IN_SERVER)."""
-        return self.family in IN_SERVER
-
-
-# Work a family keeps in its server process. The semantic family's COMET
-# models stay there, one copy per server (one on a GPU), so that concurrent
-# batches share their micro-batches (services/semantic/batching.py); its
-# workers compute the sentence-embedding score only. Each entry: (the part a
-# worker computes, returning a BatchOutput; the rest, done on that output).
-def _semantic_in_worker(scorer, entries, context: BatchContext) -> BatchOutput:
-    output = BatchOutput(entries=[EntryOutput(id=entry.id, values={}, stats={}) for entry in entries])
-    scorer._semantic_score(entries, context, output)
-    return output
-
-
-def _semantic_in_server(scorer, entries, context: BatchContext, output: BatchOutput) -> None:
-    scorer._comet_score(entries, context, output)
-
-
-IN_SERVER = {"semantic": (_semantic_in_worker, _semantic_in_server)}
-
-
-def finish_in_server(spec: ScorerSpec, scorer, entries, context: BatchContext, output: BatchOutput) -> BatchOutput:
-    """The family's in-server part (if any) added to what its worker computed."""
-    if spec.family in IN_SERVER:
-        IN_SERVER[spec.family][1](scorer, entries, context, output)
-    return output
+    def build(self):
+        """The scorer: the factory imported and called with the options."""
+        module, _, name = self.factory.partition(":")
+        return getattr(importlib.import_module(module), name)(**self.options)
 
 
 # --- the worker process --------------------------------------------------------
@@ -129,29 +108,26 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
     # Stdout may be the command's answer (`evaluate` prints the run card):
     # whatever a worker prints goes to stderr, its log events too.
     os.dup2(2, 1)
-    from champollion import logs
+    from champollion.core import logs
     logs.configure("WARNING")
     if limit_blas:
         for name in _THREAD_ENV:
             os.environ[name] = "1"
-    # Workers never load COMET: the semantic family's models stay in its server (IN_SERVER).
+    # Workers load no model ahead of a batch (services.registry.scorer_spec),
+    # whatever the server's environment asks it to preload.
     os.environ.pop("CHAMPOLLION_COMET_PRELOAD", None)
     # So torch is of no use here, yet spaCy's thinc imports it where it is
     # installed: a second and 200 MB a worker. Absent from sys.modules, its
     # import fails at once and thinc goes on without it.
     sys.modules.setdefault("torch", None)
     from champollion.eval.v1 import family_pb2
-    from services.registry import IMPLEMENTED
-    from services.servicer import entries_from_request, response_from_output
 
     _limit_threads(limit_blas)
     scorers: dict[str, Any] = {}
 
     def scorer_for(spec: ScorerSpec):
         if spec.key not in scorers:
-            # COMET models stay in the server (IN_SERVER): a worker preloads none.
-            options = {name: value for name, value in spec.options.items() if name != "preload"}
-            scorers[spec.key] = IMPLEMENTED[spec.family](**options).scorer
+            scorers[spec.key] = spec.build()
             _limit_threads(limit_blas)  # libraries the scorer loaded
         return scorers[spec.key]
 
@@ -182,8 +158,8 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
         try:
             scorer = scorer_for(spec)
             entries = entries_from_request(family_pb2.ScoreBatchRequest.FromString(request_bytes))
-            if spec.family in IN_SERVER:
-                reply = IN_SERVER[spec.family][0](scorer, entries, context)
+            if splits_work(scorer):  # the server finishes the batch from this output
+                reply = scorer.score_in_worker(entries, context)
             else:
                 reply = response_from_output(scorer.name, scorer.score(entries, context)).SerializeToString()
         except Exception as error:  # the batch fails; the worker stays
@@ -293,8 +269,8 @@ class WorkerPool:
             return sorted(w.process.pid for w in self._workers if w is not None and w.process.is_alive())
 
     async def score(self, spec: ScorerSpec, request_bytes: bytes, context: BatchContext, affinity: object = ""):
-        """The serialized ScoreBatchResponse, or (a family with a part in
-        its server) the worker's BatchOutput. Raises WorkerDied or
+        """The serialized ScoreBatchResponse, or (a scorer that splits its
+        work: services.contract.SplitScorer) the worker's BatchOutput. Raises WorkerDied or
         WorkerScoringError."""
         status, *reply = await self._run(("score", spec, request_bytes, context), affinity)
         if status == "error":

@@ -16,10 +16,10 @@ import jsonschema
 import pytest
 import structlog
 
-from champollion import cli as champollion_cli
+from champollion.apps import cli as champollion_cli
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from champollion.launch.embedded import EmbeddedStack
-from gateway.card.run_card import run_card_from_proto
+from champollion.apps.launch.embedded import EmbeddedStack
+from champollion.core.run_card import run_card_from_proto
 from gateway.store import default_store_url
 from tests.postgres import start_cluster
 

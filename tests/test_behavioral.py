@@ -3,8 +3,8 @@ numbers, terminology (inflected forms through the target analyzer) and
 consistency."""
 import pytest
 
-from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
-from champollion.cards import default_registry
+from champollion.core.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
+from champollion.core.cards import default_registry
 from gateway.card.corpus import corpus_value
 from services.behavioral.hallucination import hallucinated
 from services.behavioral.lexicons import number_word_test

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from champollion.cards import (
+from champollion.core.cards import (
     AnalyzerFile,
     ApertiumSource,
     CardRegistry,

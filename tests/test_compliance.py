@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from champollion import __version__
-from champollion.cards import CardRegistry, default_registry
+from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.launch.embedded import EmbeddedStack
+from champollion.apps.launch.embedded import EmbeddedStack
 from gateway.card.corpus import corpus_value
 from services.compliance.metrics import ComplianceScorer
 from services.compliance.placeholders import scan_placeholders
 from services.compliance.rules import quote_characters
-from services.compliance.servicer import create_servicer
+from services.registry import create_servicer
 from services.contract import BatchContext, EntryInput
 from tests.conftest import evaluate, make_request
 
@@ -215,7 +215,7 @@ def test_compliance_end_to_end_through_the_gateway():
         {"id": "e4", "prediction": "Archivo guardado."},
         {"id": "e5", "error": "timeout"},
     ]
-    with EmbeddedStack(families=("surface",), servicers={"compliance": create_servicer()}) as stack:
+    with EmbeddedStack(families=("surface",), servicers={"compliance": create_servicer("compliance")}) as stack:
         with grpc.insecure_channel(stack.gateway_address) as channel:
             card = evaluate(gateway_pb2_grpc.GatewayStub(channel),
                             make_request(entries, predictions, target_lang="spa"))

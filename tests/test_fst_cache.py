@@ -8,10 +8,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from champollion.analyzers import _FLAG_DIACRITIC, DEFAULT_FST_DIR, Analyzer, AnalyzerRegistry
-from champollion.cards import default_registry
-from champollion.type_cache import TypeCache
-from champollion.words import words_of
+from champollion.core.analyzers import _FLAG_DIACRITIC, DEFAULT_FST_DIR, Analyzer, AnalyzerRegistry
+from champollion.core.cards import default_registry
+from champollion.core.type_cache import TypeCache
+from champollion.core.words import words_of
 from services.structural.text_words import TextWords
 
 # Letters, digits, joiners, the characters words_of skips around (URLs,

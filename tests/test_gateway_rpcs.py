@@ -1,7 +1,7 @@
 """The gateway's streaming answer (EvaluateStream): progress while the
 families score, then the run card without its entries, then the entries a
 batch at a time; the card is the unary Evaluate's."""
-from gateway.card.run_card import message_to_dict, run_card_from_proto
+from champollion.core.run_card import message_to_dict, run_card_from_proto
 from tests.conftest import evaluate, make_request
 
 FAMILIES_IN_STACK = 5  # the session stack serves every implemented family

@@ -17,11 +17,11 @@ import pytest
 import structlog
 
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from champollion.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
-from champollion.launch.embedded import EmbeddedStack
-from champollion.upload import collect_run_card, request_parts
+from champollion.apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
+from champollion.apps.launch.embedded import EmbeddedStack
+from champollion.apps.client.upload import collect_run_card, request_parts
 from gateway.card.redaction import corpus_level
-from gateway.card.run_card import run_card_from_proto
+from champollion.core.run_card import run_card_from_proto
 from gateway.server.registered import UNKNOWN_IDS_SHOWN, answer_view, registered_run, stored_view
 from gateway.server.stored_runs import GatewayStore
 from gateway.server.tokens import Token, TokenFile, token_hash

@@ -8,7 +8,7 @@ import time
 import grpc
 import pytest
 
-from gateway.server.validation import DEFAULT_MAX_TEXT_CHARS, MAX_TOKEN_CHARS, shown
+from champollion.core.limits import DEFAULT_MAX_TEXT_CHARS, MAX_TOKEN_CHARS, shown
 from tests.conftest import evaluate, make_request
 
 ENTRIES = [{"id": "a", "reference": "Hola"}]

@@ -3,9 +3,9 @@ rules on minimal pairs, semantic verdicts, the Bokmål rule, and the Cree
 example's run card with and without the plugins."""
 import pytest
 
-from champollion.analyzers import AnalyzerRegistry
-from champollion.cards import default_registry
-from champollion.inputs import build_request, load_corpus, load_meta, load_predictions
+from champollion.core.analyzers import AnalyzerRegistry
+from champollion.core.cards import default_registry
+from champollion.apps.inputs import build_request, load_corpus, load_meta, load_predictions
 from eval_standards.crk.linter import CrkLinterMetric
 from eval_standards.crk.semantic import VERDICT_WEIGHTS, CrkSemanticMetric
 from eval_standards.plugins import PluginTools, discover

@@ -12,7 +12,7 @@ import pytest
 import sacrebleu
 from scipy import stats as scipy_stats
 
-from champollion.human_judgments import JudgmentError, read_judgments
+from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
 from tests.conftest import EXAMPLE, evaluate, make_request
 
 # Best first: system k damages the first DAMAGED_PER_RANK * k entries.

@@ -1,14 +1,21 @@
 """The metric table (gateway/card/metrics.py) against every other place a
 run-card score key lives: each family scorer's declared `metrics`, the proto
-`Scores` message and the run-card schema. A metric added to, or removed
-from, any one of them alone fails here."""
+`Scores` message, the run-card schema, the store's columns and the report's
+lists and charts. A metric added to, or removed from, any one of them alone
+fails here."""
+import sacrebleu
 from google.protobuf.descriptor import FieldDescriptor
 
+from champollion.apps.report.figures import CI_CHARTS
+from champollion.apps.report.model import ENTRY_METRICS, SCORE_ROWS
+from champollion.core.columns import SPEC_COLUMNS
+from champollion.core.sacrebleu_adapter import SACREBLEU_METRICS
+
 from champollion.eval.v1 import run_card_pb2
-from gateway.card.metrics import FAMILIES, SCORE_KEYS, TABLE, WEIGHTS, Kind
+from gateway.card.metrics import CI_METRICS, FAMILIES, METRICS, PERCENT_METRICS, SCORE_KEYS, TABLE, WEIGHTS, Kind
 from gateway.card.reducers import CONSISTENCY_GROUPS
 from services.behavioral.metrics import CONSISTENCY_LAYOUT
-from services.registry import IMPLEMENTED
+from services.registry import IMPLEMENTED, create_scorer
 from tests.conftest import load_schema
 
 # `scores` keys the gateway computes itself rather than reading from a family.
@@ -28,8 +35,8 @@ def scorer_problems() -> list[str]:
     problems = []
     if set(IMPLEMENTED) != set(FAMILIES):
         problems.append(f"families: registry {sorted(IMPLEMENTED)} vs table {sorted(FAMILIES)}")
-    for family, create in IMPLEMENTED.items():
-        declared = set(create().scorer.metrics)
+    for family in IMPLEMENTED:
+        declared = set(create_scorer(family).metrics)
         tabled = {row.key for row in TABLE if row.family == family and row.kind is Kind.STATISTIC}
         for key in sorted(declared - tabled):
             problems.append(f"{family} scorer declares {key}, the table does not give it to {family}")
@@ -89,6 +96,44 @@ def table_problems() -> list[str]:
     return problems
 
 
+# sacreBLEU's score at the top of its scale, per metric: a perfect
+# hypothesis for chrF++ and BLEU, one with every word wrong for TER.
+_FULL_SCALE = {
+    "chrf_plus_plus": lambda: sacrebleu.CHRF(word_order=2).corpus_score(["the cat sat"], [["the cat sat"]]).score,
+    "bleu": lambda: sacrebleu.BLEU().corpus_score(["the cat sat on the mat"], [["the cat sat on the mat"]]).score,
+    "ter": lambda: sacrebleu.TER().corpus_score(["x y z"], [["a b c"]]).score,
+}
+
+
+def consumer_problems() -> list[str]:
+    """The store's columns and the report's lists hold only table keys, and
+    the scales the report groups by are sacreBLEU's."""
+    problems = []
+    for key in SACREBLEU_METRICS:
+        if abs(METRICS[key].scale - _FULL_SCALE[key]()) > 1e-9:
+            problems.append(f"{key}: scale {METRICS[key].scale}, sacreBLEU's full scale {_FULL_SCALE[key]()}")
+    if set(PERCENT_METRICS) != set(SACREBLEU_METRICS):
+        problems.append(f"0-100 metrics {PERCENT_METRICS} are not sacreBLEU's {SACREBLEU_METRICS}")
+    charted = [key for _, _, keys in CI_CHARTS for key in keys]
+    if sorted(charted) != sorted(["composite", *CI_METRICS]):
+        problems.append(f"report CI charts show {charted}, the table gives intervals to {CI_METRICS} and the composite")
+    for _, title, keys in CI_CHARTS:
+        scales = {METRICS[key].scale for key in keys if key in METRICS}
+        if len(scales) != 1 or ("0-100" in title) != (scales == {100.0}):
+            problems.append(f"report chart {title!r} mixes or mislabels scales: {sorted(scales)}")
+    for key in (*ENTRY_METRICS, *SCORE_ROWS):
+        if key not in SCORE_KEYS and key not in RUN_LEVEL_KEYS:
+            problems.append(f"report shows {key}, neither in the table nor a run-level key")
+    for column in SPEC_COLUMNS:
+        if column.path[0] == "scores" and column.path[1] not in SCORE_KEYS and column.path[1] not in RUN_LEVEL_KEYS:
+            problems.append(f"store column {column.name} reads scores.{column.path[1]}, not a score key")
+    return problems
+
+
 def test_the_metric_table_agrees_with_scorers_proto_and_schema():
     problems = scorer_problems() + proto_problems() + schema_problems() + table_problems()
     assert problems == []
+
+
+def test_the_store_and_report_take_their_metric_facts_from_the_table():
+    assert consumer_problems() == []

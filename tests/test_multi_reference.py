@@ -13,18 +13,18 @@ from pathlib import Path
 import grpc
 import pytest
 
-from champollion.cards import CardRegistry
+from champollion.core.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
-from champollion.inputs import PredictionFile, build_request
-from champollion.upload import corpus_parts
+from champollion.apps.inputs import PredictionFile, build_request
+from champollion.apps.client.upload import corpus_parts
 from gateway.card.identity import corpus_version, entry_fingerprint, version_reference
-from gateway.card.run_card import run_card_from_proto
+from champollion.core.run_card import run_card_from_proto
 from gateway.server.corpora import entry_dict
 from gateway.server.intake import RunIntake
 from gateway.server.spill import RunSpill
 from gateway.server.validation import MAX_REFERENCES, InvalidRun, check_entry
 from gateway.store import RunStore, default_store_url
-from services.servicer import entries_from_request
+from services.conversions import entries_from_request
 from tests.conftest import EXAMPLE, evaluate, make_request
 
 CARDS = CardRegistry(Path(__file__).resolve().parent.parent / "language_cards")

@@ -1,4 +1,4 @@
-"""The compiled statistics (champollion/native) equal sacreBLEU's own, statistic
+"""The compiled statistics (champollion/core/native) equal sacreBLEU's own, statistic
 for statistic and type for type, on random and on hand-picked segments."""
 import random
 
@@ -7,16 +7,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU, CHRF, TER, lib_ter
 
-from champollion import sacrebleu_adapter
-from champollion.native import _stats
-from champollion.sacrebleu_adapter import PURE_SACREBLEU_ENV, reference_streams
+from champollion.core import sacrebleu_adapter
+from champollion.core.native import _stats
+from champollion.core.sacrebleu_adapter import PURE_SACREBLEU_ENV, reference_streams
 
 
 @pytest.fixture(autouse=True)
 def compiled_statistics_are_built():
     """`make test` builds the extension (g++ is part of the machine's set-up):
     without it these tests fail rather than skip, so a broken build is seen."""
-    assert _stats is not None, "champollion.native._stats is not built: is g++ installed? (pip install -e . builds it)"
+    assert _stats is not None, "champollion.core.native._stats is not built: is g++ installed? (pip install -e . builds it)"
 
 TER_METRICS = [TER(), TER(normalized=True, asian_support=True), TER(case_sensitive=True, no_punct=True)]
 CHRF_METRICS = [

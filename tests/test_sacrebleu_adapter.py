@@ -3,8 +3,8 @@ on the compiled path and on sacreBLEU's own (CHAMPOLLION_PURE_SACREBLEU=1)."""
 import pytest
 import sacrebleu
 
-from champollion import sacrebleu_adapter
-from champollion.sacrebleu_adapter import (
+from champollion.core import sacrebleu_adapter
+from champollion.core.sacrebleu_adapter import (
     PURE_SACREBLEU_ENV,
     build_metric,
     merged_signature,
@@ -29,7 +29,7 @@ def path(request, monkeypatch):
     if request.param == "pure":
         monkeypatch.setenv(PURE_SACREBLEU_ENV, "1")
     else:
-        assert sacrebleu_adapter.native_statistics_enabled(), "champollion.native._stats is not built (g++?)"
+        assert sacrebleu_adapter.native_statistics_enabled(), "champollion.core.native._stats is not built (g++?)"
     return request.param
 
 

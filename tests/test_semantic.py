@@ -11,13 +11,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from champollion.cards import default_registry
+from champollion.core.cards import default_registry
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.launch.embedded import EmbeddedStack
+from champollion.apps.launch.embedded import EmbeddedStack
 from services.contract import BatchContext, EntryInput
 from services.semantic.batching import DirectBatcher, MicroBatcher, sorted_chunks
 from services.semantic.comet_runner import CometRunner
-from services.semantic.embeddings import EMBEDDING_LANGUAGES, SentenceEmbedder
+from champollion.core.encoder.embeddings import EMBEDDING_LANGUAGES, SentenceEmbedder
 from services.semantic.metrics import CometPool, SemanticScorer
 from services.semantic.models import (
     DEFAULT_COMET_MODEL,
@@ -25,7 +25,7 @@ from services.semantic.models import (
     ModelNotFound,
     resolve_comet_model,
 )
-from services.semantic.servicer import create_servicer
+from services.semantic.factory import create_scorer
 from services.semantic.similarity import semantic_scores
 from services.servicer import FamilyServicer
 from tests.conftest import evaluate, make_request
@@ -233,13 +233,13 @@ def test_deployment_environment_variables(tiny_models, monkeypatch):
     monkeypatch.setenv("CHAMPOLLION_COMET_DIR", str(tiny_models))
     monkeypatch.setenv("CHAMPOLLION_COMET_PRELOAD", MODEL_ID)
     assert CometModelDirectory().locate(MODEL_ID).checkpoint == tiny_models / MODEL_ID / "checkpoints" / "model.ckpt"
-    servicer = create_servicer(device="cpu", max_batch_size=8)
-    assert servicer.scorer.comet.directory.roots[0] == tiny_models
-    assert servicer.scorer.comet.max_batch_size == 8
-    assert list(servicer.scorer.comet.loaded()) == [MODEL_ID]  # loaded at start, not by a request
+    scorer = create_scorer(device="cpu", max_batch_size=8)
+    assert scorer.comet.directory.roots[0] == tiny_models
+    assert scorer.comet.max_batch_size == 8
+    assert list(scorer.comet.loaded()) == [MODEL_ID]  # loaded at start, not by a request
     monkeypatch.setenv("CHAMPOLLION_COMET_DEVICE", "tpu")
     with pytest.raises(ValueError, match="device"):
-        create_servicer()
+        create_scorer()
 
 
 def test_misconfigured_device_fails_at_start():

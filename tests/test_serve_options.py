@@ -9,20 +9,24 @@ import signal
 import grpc
 import pytest
 
-from champollion import cli
+from champollion.apps import cli
+from champollion.apps.cli import serve
 from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
+from champollion.apps.launch import embedded
 from services.registry import IMPLEMENTED
 
 
 @pytest.fixture
 def factory_calls(monkeypatch):
-    """Each family's real factory, wrapped to record the options it is given."""
+    """The real servicer factory of the stack, wrapped to record the options each family is given."""
     calls = {}
-    for name, factory in list(IMPLEMENTED.items()):
-        def recording(factory=factory, name=name, **options):
-            calls[name] = options
-            return factory(**options)
-        monkeypatch.setitem(IMPLEMENTED, name, recording)
+    real = embedded.create_servicer
+
+    def recording(name, languages=None, **options):
+        calls[name] = {"languages": languages, **options}
+        return real(name, languages, **options)
+
+    monkeypatch.setattr(embedded, "create_servicer", recording)
     return calls
 
 
@@ -50,7 +54,7 @@ class Started:
 def started(monkeypatch):
     """The real start_stack and start_family, reporting what they started."""
     found = Started()
-    real_stack, real_family = cli.start_stack, cli.start_family
+    real_stack, real_family = serve.start_stack, serve.start_family
 
     async def start_stack(**options):
         stack = await real_stack(**options)
@@ -62,15 +66,15 @@ def started(monkeypatch):
         found.add(port)
         return server, port
 
-    monkeypatch.setattr(cli, "start_stack", start_stack)
-    monkeypatch.setattr(cli, "start_family", start_family)
+    monkeypatch.setattr(serve, "start_stack", start_stack)
+    monkeypatch.setattr(serve, "start_family", start_family)
     return found
 
 
 async def _serve_then_stop(argv, started, expected_starts, check):
     """Runs `champollion serve ARGV` until it has started `expected_starts`
     things, awaits `check()`, then stops it with SIGTERM."""
-    task = asyncio.create_task(cli._serve(cli.build_parser().parse_args(argv)))
+    task = asyncio.create_task(serve._serve(cli.build_parser().parse_args(argv)))
     await started.wait_for(expected_starts, task)
     try:
         await check()

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from gateway.store import SORT_COLUMNS, InvalidQuery, RunStore, StoreError, UnknownRun, default_store_url
-from gateway.store.columns import SPEC_COLUMNS
+from champollion.core.columns import SPEC_COLUMNS
 from gateway.store.migrate import MIGRATIONS, upgrade_to_head
 from tests.conftest import evaluate, make_request
 from tests.postgres import free_port

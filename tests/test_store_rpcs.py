@@ -13,11 +13,11 @@ import json
 import grpc
 import pytest
 
-from champollion.cli import build_parser, main
+from champollion.apps.cli import build_parser, main
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
-from champollion.launch.embedded import EmbeddedStack
-from champollion.launch.local_cluster import LocalCluster
-from gateway.card.run_card import entry_as_dict, message_to_dict
+from champollion.apps.launch.embedded import EmbeddedStack
+from champollion.apps.launch.local_cluster import LocalCluster
+from champollion.core.run_card import entry_as_dict, message_to_dict
 from gateway.server.config import load_config
 from tests.conftest import EXAMPLE, evaluate, make_request
 
@@ -226,7 +226,7 @@ def test_entries_are_stored_as_the_run_card_json_has_them(gateway):
     for entry in entries:
         fast, generic = entry_as_dict(entry), message_to_dict(entry)
         assert fast == generic
-        # In the same order too: the client writes cards with it (champollion/upload.py).
+        # In the same order too: the client writes cards with it (champollion/apps/client/upload.py).
         assert json.dumps(fast) == json.dumps(generic)
 
 
@@ -307,7 +307,7 @@ def test_db_upgrade_creates_a_migrated_store(capsys, tmp_path):
 
 
 def test_store_options_choose_the_gateway_store(monkeypatch, tmp_path):
-    from champollion.cli import _store_url
+    from champollion.apps.cli import _store_url
 
     monkeypatch.setenv("CHAMPOLLION_STORE", "sqlite:///from-env.sqlite")
     parse = build_parser().parse_args

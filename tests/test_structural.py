@@ -5,12 +5,12 @@ import shutil
 import grpc
 import pytest
 
-from champollion.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry, parse_analysis
-from champollion.cards import DEFAULT_CARDS_DIR as CARDS_DIR
-from champollion.cards import CardRegistry, default_registry
+from champollion.core.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry, parse_analysis
+from champollion.core.cards import DEFAULT_CARDS_DIR as CARDS_DIR
+from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import gateway_pb2_grpc, structural_pb2, structural_pb2_grpc
-from champollion.launch.embedded import EmbeddedStack
-from champollion.words import words_of
+from champollion.apps.launch.embedded import EmbeddedStack
+from champollion.core.words import words_of
 from services.contract import BatchContext, EntryInput
 from services.servicer import FamilyServicer
 from services.structural.metrics import StructuralScorer

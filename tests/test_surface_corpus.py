@@ -166,9 +166,9 @@ def test_exact_match_and_length_ratio_use_the_primary_equivalent_match_any_refer
 
 
 def test_compiled_and_pure_sacrebleu_statistics_give_the_same_card(gateway, monkeypatch):
-    from champollion.sacrebleu_adapter import PURE_SACREBLEU_ENV, native_statistics_enabled
+    from champollion.core.sacrebleu_adapter import PURE_SACREBLEU_ENV, native_statistics_enabled
 
-    assert native_statistics_enabled(), "champollion.native._stats is not built (g++?)"
+    assert native_statistics_enabled(), "champollion.core.native._stats is not built (g++?)"
     base, predictions = synthetic_corpus("spa", 80, seed=3)
     request = make_request(with_extra_references(base, [1, 2, 3] * 26 + [1, 1]), predictions, batch_size=32)
     compiled = evaluate(gateway, request)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from champollion.cards import default_registry
+from champollion.core.cards import default_registry
 from services.behavioral import lexicons, table_cache
 from services.behavioral.table_cache import CACHE_ENV, cached, table_folder
 

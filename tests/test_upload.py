@@ -9,9 +9,9 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
-from champollion.upload import collect_run_card, compare_parts, request_parts
+from champollion.apps.client.upload import collect_run_card, compare_parts, request_parts
 from gateway.card.identity import corpus_version
-from gateway.card.run_card import message_to_dict, run_card_to_proto
+from champollion.core.run_card import message_to_dict, run_card_to_proto
 from gateway.server.fanout import FanOut
 from gateway.server.spill import RunSpill
 from gateway.server.spill import default_directory as default_spill_directory

@@ -6,9 +6,9 @@ import json
 import grpc
 import pytest
 
-from champollion import cli
+from champollion.apps import cli
 from champollion.eval.v1 import gateway_pb2
-from gateway.card.usage import UsageValueError, read_usage
+from champollion.core.usage import UsageValueError, read_usage
 from tests.conftest import evaluate, make_request
 
 ENTRY = {"id": "a", "source": "Save changes", "reference": "Guardar cambios"}

@@ -19,12 +19,12 @@ import time
 import grpc
 import pytest
 
-from champollion.cards import default_registry
+from champollion.core.cards import default_registry
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
-from champollion.launch.embedded import EmbeddedStack, start_family
+from champollion.apps.launch.embedded import EmbeddedStack, start_family
 from services.contract import BatchContext
 from services.registry import scorer_spec
-from services.workers import WorkerPool, WorkerScoringError, _Worker
+from services.workers import ScorerSpec, WorkerPool, WorkerScoringError, _Worker
 from tests.conftest import EXAMPLE, REPO, evaluate, make_request
 
 # Fields that differ between two evaluations of one run by design.
@@ -193,8 +193,9 @@ def test_a_scorer_error_in_a_worker_fails_the_batch_with_its_message():
         pool = WorkerPool(1)
         try:
             with pytest.raises(WorkerScoringError) as raised:
-                await pool.score(scorer_spec("no-such-family", None, {}), _batch(1), context)
-            assert str(raised.value) == "KeyError: 'no-such-family'"
+                await pool.score(ScorerSpec("no-such-family", "services.no_such_family:create_scorer"), _batch(1),
+                                 context)
+            assert str(raised.value) == "ModuleNotFoundError: No module named 'services.no_such_family'"
             # The worker survived its batch's failure.
             assert len(pool.pids()) == 1 and pool.replaced == 0
         finally:
@@ -287,7 +288,7 @@ if __name__ != "__main__":
 if __name__ == "__main__":
     import asyncio
 
-    from champollion.cards import default_registry
+    from champollion.core.cards import default_registry
     from champollion.eval.v1 import family_pb2
     from services.contract import BatchContext
     from services.registry import scorer_spec

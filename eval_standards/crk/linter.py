@@ -25,8 +25,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
-from champollion.text import normalise_for_match
-from champollion.words import words_of
+from champollion.core.text import normalise_for_match
+from champollion.core.words import words_of
 from eval_standards.lexicon import find_lexicon, parse_lexicon
 from eval_standards.plugins import PluginTools, PluginVerdict
 from services.contract import EntryInput

@@ -19,8 +19,8 @@ Verdicts, first match wins, and the entry score each gives:
 """
 from __future__ import annotations
 
-from champollion.text import normalise_for_match
-from champollion.words import words_of
+from champollion.core.text import normalise_for_match
+from champollion.core.words import words_of
 from eval_standards.crk.linter import normalise_orthography
 from eval_standards.english import content_lemmas
 from eval_standards.lexicon import find_lexicon, parse_lexicon

@@ -6,8 +6,8 @@ reference (or a variant) only so is EQUIVALENT; rule `feminine_or_masculine`.
 """
 from __future__ import annotations
 
-from champollion.text import normalise_for_match
-from champollion.words import words_of
+from champollion.core.text import normalise_for_match
+from champollion.core.words import words_of
 from eval_standards.plugins import PluginTools, PluginVerdict
 from services.contract import EntryInput
 

@@ -2,7 +2,7 @@
 is a corpus entry in the method's prompt or coaching data?
 
 Rule. Every text is compared after the exact-match normalisation
-(`champollion.text.normalise_for_match`: NFC, whitespace runs collapsed,
+(`champollion.core.text.normalise_for_match`: NFC, whitespace runs collapsed,
 case kept). The prompt is one *item* of coaching text, each coaching string
 another, each `{source, target}` example a third kind (its source and target
 together). An entry is contaminated when
@@ -38,7 +38,7 @@ from typing import Sequence
 import numpy as np
 from pydivsufsort import divsufsort, sa_search
 
-from champollion.text import normalise_for_match
+from champollion.core.text import normalise_for_match
 
 MIN_REFERENCE_CHARS = 16
 NGRAM_WORDS = 8

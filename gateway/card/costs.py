@@ -15,7 +15,7 @@ from typing import Iterable
 
 import numpy as np
 
-from gateway.card.usage import TOKEN_FIELDS
+from champollion.core.usage import TOKEN_FIELDS
 
 # How many uncounted usage keys a warning names, at most.
 NAMED_KEYS = 10
@@ -54,7 +54,7 @@ class Pricing:
 class EntryUsage:
     """What the client reported for one entry; None where it sent nothing
     (or usage of a shape not recognised). `unrecognised`: the usage
-    object's keys that were not counted (gateway.card.usage)."""
+    object's keys that were not counted (champollion.core.usage)."""
     usage: dict[str, int] | None
     cost_usd: float | None
     latency_s: float | None

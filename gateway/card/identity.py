@@ -5,7 +5,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 
-from champollion.text import normalise_for_match
+from champollion.core.text import normalise_for_match
 
 # Hex digits kept of an entry fingerprint: 64 bits, no collision in any real corpus.
 ENTRY_FINGERPRINT_CHARS = 16

@@ -34,7 +34,8 @@ class ScoreKey:
     count_of: str | None = None
     # Composite weight per profile (SPEC §4); absent: not in that profile.
     weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    # The value's full scale: the composite divides by it (chrF++ 0-100).
+    # The value's full scale: the composite divides by it (chrF++ 0-100);
+    # the report groups and labels values by it.
     scale: float = 1.0
     # Enters the composite as 1 - value.
     lower_is_better: bool = False
@@ -79,7 +80,9 @@ TABLE: tuple[ScoreKey, ...] = (
     metric("chrf_plus_plus", "surface", sacrebleu_score("chrf_plus_plus"), weights=_weights(A=0.15, B=0.25),
            scale=100.0, interval=True, tier_interval=True, compared=True),
     metric("bleu", "surface", sacrebleu_score("bleu"), scale=100.0, interval=True, compared=True),
-    metric("ter", "surface", sacrebleu_score("ter"), lower_is_better=True, compared=True),
+    # sacreBLEU's TER is a percentage of reference words (above 100 when the
+    # edits outnumber them): its scale is that of chrF++ and BLEU.
+    metric("ter", "surface", sacrebleu_score("ter"), scale=100.0, lower_is_better=True, compared=True),
     metric("length_ratio", "surface"),
     # §2.2 structural
     metric("fst_acceptance_rate", "structural", weights=_weights(A=0.25), interval=True, compared=True),
@@ -118,6 +121,8 @@ WEIGHTS: Mapping[str, Mapping[str, float]] = MappingProxyType({
     for profile in PROFILES
 })
 CI_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.interval)
+# Metrics on a 0-100 scale (sacreBLEU's), the others being rates or scores on 0-1.
+PERCENT_METRICS: tuple[str, ...] = tuple(key for key, row in METRICS.items() if row.scale == 100.0)
 TIER_CI_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.tier_interval)
 COMPARED_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.compared)
 PLUGIN_OVERRIDES: Mapping[str, str] = MappingProxyType(

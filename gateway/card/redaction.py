@@ -11,26 +11,14 @@ import re
 from collections import Counter
 
 from gateway.card.contamination import OVERLAP_WARNING_PREFIX
+from champollion.core.tiers import tier_of
 from gateway.card.metrics import FAMILIES
-
-# Seed 001 §5.2: holdout keeps its references private, gold everything.
-SECRET_TIERS = ("holdout", "gold")
 
 # A family's message as the merge passes it on ("structural: ...").
 _FAMILY_MESSAGE = re.compile(rf"^({'|'.join(FAMILIES)}): ")
 # A failed family as the evaluation reports it; the reason in parentheses
 # is the family's error text.
 _FAMILY_FAILURE = re.compile(rf"^family '({'|'.join(FAMILIES)})' failed \(.*\): ([^()]*)$", re.DOTALL)
-
-
-def tier_of(card: dict) -> str | None:
-    """The secrecy tier of the registered corpus the run was scored
-    against; None for a corpus the client sent."""
-    return (card.get("dataset") or {}).get("tier")
-
-
-def is_secret(card: dict) -> bool:
-    return tier_of(card) in SECRET_TIERS
 
 
 def withheld_notice(tier: str) -> str:

@@ -12,7 +12,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from champollion.sacrebleu_adapter import build_metric, score_from_statistics
+from champollion.core.sacrebleu_adapter import build_metric, score_from_statistics
 
 Reducer = Callable[[np.ndarray, Mapping[str, str]], np.ndarray]
 

@@ -22,7 +22,8 @@ import grpc
 import structlog
 
 from champollion.eval.v1 import gateway_pb2
-from gateway.server.tokens import ROLES, TokenFile
+from champollion.core.roles import ROLES
+from gateway.server.tokens import TokenFile
 
 log = structlog.get_logger()
 

@@ -14,7 +14,7 @@ from typing import AsyncIterator, Awaitable, Callable
 import grpc
 from google.protobuf import json_format
 
-from champollion.cards import CardRegistry
+from champollion.core.cards import CardRegistry
 from champollion.eval.v1 import gateway_pb2
 from gateway.server import auth
 from gateway.server.validation import InvalidRun, check_entry, check_header

@@ -14,7 +14,7 @@ from typing import Callable
 import grpc
 
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
-from champollion.serving import KEEPALIVE_SECONDS, MAX_MESSAGE_BYTES
+from champollion.core.serving import KEEPALIVE_SECONDS, MAX_MESSAGE_BYTES
 
 # gRPC's own machinery for replicas (no home-made balancer): round_robin over
 # every address the target resolves to (a Kubernetes headless Service, or
@@ -51,7 +51,7 @@ CHANNEL_OPTIONS = [
     # its silence to HTTP/2 pings within about 6 s, idle or mid-call: its
     # connection is dropped, its calls fail UNAVAILABLE and the retry policy
     # sends them to another replica. The servers accept pings this often
-    # (champollion.serving.SERVER_OPTIONS). gRPC 1.62 waits for a keepalive
+    # (champollion.core.serving.SERVER_OPTIONS). gRPC 1.62 waits for a keepalive
     # ping's answer as long as for any ping (ping_timeout_ms, default 60 s),
     # so both are set.
     ("grpc.keepalive_time_ms", KEEPALIVE_SECONDS * 1000),

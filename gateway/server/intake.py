@@ -16,13 +16,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import AsyncIterator
 
-from champollion.cards import CardRegistry
+from champollion.core.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
 from gateway.card.breakdowns import provenance_key
 from gateway.card.contamination import Coaching, ContaminationCheck
 from gateway.card.costs import EntryUsage, Pricing, TokenTotalOverflow, UsageTally
 from gateway.card.identity import version_reference
-from gateway.card.usage import UsageReading
+from champollion.core.usage import UsageReading
 from gateway.server.spill import RunSpill
 from gateway.server.validation import (
     DEFAULT_MAX_TEXT_CHARS,

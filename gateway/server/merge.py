@@ -9,9 +9,9 @@ from typing import Iterable
 import numpy as np
 
 from champollion.eval.v1 import family_pb2
-from champollion.sacrebleu_adapter import merged_signature
+from champollion.core.sacrebleu_adapter import merged_signature
 from gateway.card.metrics import FAMILIES, PLUGIN_OVERRIDES, may_provide
-from gateway.card.run_card import struct_to_dict
+from champollion.core.run_card import struct_to_dict
 from gateway.server.spill import RunSpill
 
 

@@ -21,7 +21,8 @@ import structlog
 from google.protobuf import json_format
 
 from champollion.eval.v1 import gateway_pb2
-from gateway.card.redaction import corpus_level, is_secret
+from champollion.core.tiers import is_secret
+from gateway.card.redaction import corpus_level
 from gateway.server.auth import MAINTAINER, may_use_tier
 from gateway.server.stored_runs import GatewayStore, one_line
 from gateway.server.validation import InvalidRun, check_prediction, header_fields_in

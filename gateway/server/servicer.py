@@ -11,13 +11,13 @@ import grpc
 import structlog
 
 from champollion import __version__
-from champollion.cards import CardRegistry, default_registry
+from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
 from gateway.card.bootstrap import DEFAULT_SEED
 from gateway.card.compare import BOOTSTRAP, DEFAULT_SAMPLES, METHODS, ComparableRun, CompareRefused, compare_runs
 from gateway.card.metrics import FAMILIES
-from gateway.card.redaction import tier_of
-from gateway.card.run_card import dict_to_message, run_card_to_proto
+from champollion.core.tiers import tier_of
+from champollion.core.run_card import dict_to_message, run_card_to_proto
 from gateway.server import corpora
 from gateway.server.admission import Admission
 from gateway.server.auth import MAINTAINER, allows, caller_role, require_for_tier
@@ -28,7 +28,8 @@ from gateway.server.intake import RunIntake
 from gateway.server.registered import CorpusRefused, answer_view, registered_run, stored_view
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
-from gateway.server.validation import MAX_RESAMPLES, InvalidRun, shown
+from champollion.core.limits import MAX_RESAMPLES, shown
+from gateway.server.validation import InvalidRun
 from gateway.store import CorpusConflict, InvalidQuery, RunStore, StoreError, UnknownCorpus, UnknownRun
 
 log = structlog.get_logger()

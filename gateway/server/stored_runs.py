@@ -16,7 +16,7 @@ import structlog
 from google.protobuf import struct_pb2
 
 from gateway.card.compare import ComparableRun
-from gateway.card.run_card import entry_as_dict
+from champollion.core.run_card import entry_as_dict
 from gateway.server.evaluation import ScoredRun
 from gateway.store import RunStore, StoreError
 

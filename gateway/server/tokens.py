@@ -19,10 +19,9 @@ from pathlib import Path
 
 import yaml
 
+from champollion.core.roles import ROLES
 from gateway.server.config import ConfigError, read_yaml
 
-# Least privilege first: a role may do what every role before it may.
-ROLES = ("submitter", "maintainer")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _ENTRY_FIELDS = ("name", "role", "sha256")
 

@@ -1,6 +1,6 @@
 """The run store (spec §11): run cards in SQLite (embedded default) or
 PostgreSQL, §9.1's columns, numbered migrations, the leaderboard."""
-from gateway.store.columns import SORT_COLUMNS
+from champollion.core.columns import SORT_COLUMNS
 from gateway.store.errors import CorpusConflict, InvalidQuery, StoreError, UnknownCorpus, UnknownRun
 from gateway.store.location import default_store_url
 from gateway.store.store import RunStore

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, and_, case, func, select, true
 
-from gateway.store.columns import SORT_COLUMNS, SPEC_COLUMNS
+from champollion.core.columns import SORT_COLUMNS, SPEC_COLUMNS
 from gateway.store.corpora import OFFICIAL_TIERS
 from gateway.store.errors import InvalidQuery
 from gateway.store.rows import coverage_metrics, utc

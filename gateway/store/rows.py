@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from gateway.store.columns import SPEC_COLUMNS
+from champollion.core.columns import SPEC_COLUMNS
 
 
 def card_without_entries(card: dict) -> dict:

@@ -21,8 +21,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
-from gateway.store.columns import REAL as REAL_KIND
-from gateway.store.columns import SPEC_COLUMNS
+from champollion.core.columns import REAL as REAL_KIND
+from champollion.core.columns import SPEC_COLUMNS
 
 # jsonb on PostgreSQL (§9.1), JSON text on SQLite.
 JSON_DOCUMENT = JSON().with_variant(JSONB(), "postgresql")

@@ -14,7 +14,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from champollion.cards import LanguageCard
+from champollion.core.cards import LanguageCard
 from services.behavioral.table_cache import cached
 
 _LOCK = threading.Lock()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from champollion import __version__
-from champollion.analyzers import AnalyzerRegistry
-from champollion.cards import LanguageCard
-from champollion.words import words_of
+from champollion.core.analyzers import AnalyzerRegistry
+from champollion.core.cards import LanguageCard
+from champollion.core.words import words_of
 from services.behavioral.code_switching import CodeSwitchDetector
 from services.behavioral.detachment import RULE as DETACHED_RULE
 from services.behavioral.detachment import Detachment, detachments
@@ -27,7 +27,7 @@ from services.contract import (
     EntryOutput,
     Term,
 )
-from services.semantic.embeddings import EMBEDDING_MODEL, EmbeddingUnavailable, SentenceEmbedder, shared_embedder
+from champollion.core.encoder.embeddings import EMBEDDING_MODEL, EmbeddingUnavailable, SentenceEmbedder, shared_embedder
 
 # Run-level label: renderings per glossary term, in glossary order, so the
 # gateway can read the summed consistency counts term by term.

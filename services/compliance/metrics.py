@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from champollion import __version__
-from champollion.cards import LanguageCard
+from champollion.core.cards import LanguageCard
 from services.compliance.placeholders import (
     RECOGNISED_SYNTAXES,
     scan_placeholders,

@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from champollion.files import sha256_of_file
+from champollion.core.files import sha256_of_file
 from services.semantic.batching import sorted_chunks
 from services.semantic.models import (
     CometModelDirectory,

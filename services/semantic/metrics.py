@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import structlog
 
 from champollion import __version__
-from champollion.cards import LanguageCard
+from champollion.core.cards import LanguageCard
 from services.contract import (
     BatchContext,
     BatchOutput,
@@ -29,7 +29,7 @@ from services.semantic.comet_runner import (
     CometUnavailable,
     comet_version,
 )
-from services.semantic.embeddings import (
+from champollion.core.encoder.embeddings import (
     EMBEDDING_MODEL,
     EmbeddingUnavailable,
     SentenceEmbedder,
@@ -167,8 +167,16 @@ class SemanticScorer:
         return found
 
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
+        return self.finish_in_server(entries, context, self.score_in_worker(entries, context))
+
+    # The two parts of a batch (services.contract.SplitScorer): the sentence
+    # embeddings in a worker process, COMET in the server, which keeps the models.
+    def score_in_worker(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         output = BatchOutput(entries=[EntryOutput(id=entry.id, values={}, stats={}) for entry in entries])
         self._semantic_score(entries, context, output)
+        return output
+
+    def finish_in_server(self, entries: list[EntryInput], context: BatchContext, output: BatchOutput) -> BatchOutput:
         self._comet_score(entries, context, output)
         return output
 

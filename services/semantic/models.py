@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from champollion.cards import LanguageCard
+from champollion.core.cards import LanguageCard
 
 DEFAULT_COMET_MODEL = "Unbabel/wmt22-comet-da"
 COMET_DIR_ENV = "CHAMPOLLION_COMET_DIR"
@@ -55,7 +55,7 @@ class ModelLocation:
     model_id: str
     checkpoint: Path
     # Hugging Face snapshot (commit) for the cache layout, else None: the
-    # checkpoint's SHA-256 then stands for it (see champollion.files.sha256_of_file).
+    # checkpoint's SHA-256 then stands for it (see champollion.core.files.sha256_of_file).
     snapshot: str | None
     layout: str  # "hf-cache" or "plain"
 

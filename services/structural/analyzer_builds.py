@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from champollion.cards import CardRegistry, default_registry
+from champollion.core.cards import CardRegistry, default_registry
 
 # Where Debian's Apertium packages put their compiled data.
 APERTIUM_DATA = "/usr/share/apertium"

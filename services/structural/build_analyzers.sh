@@ -2,7 +2,7 @@
 # Builds the HFST optimized-lookup analyzers the language cards name, into
 # OUT_DIR (default build/fst). The list comes from the cards
 # (services/structural/analyzer_builds.py); PYTHON (default python3) must be
-# able to import champollion.cards (PyYAML, jsonschema).
+# able to import champollion.core.cards (PyYAML, jsonschema).
 #   apertium  Debian's Apertium data: lt-print -> ATT -> hfst-txt2fst -j ->
 #             hfst-fst2fst -w. Apertium's .bin holds several sections
 #             (punctuation, lexicon, ...); -j joins them into one transducer,

@@ -7,8 +7,8 @@ from functools import cache
 from importlib import metadata
 
 from champollion import __version__
-from champollion.analyzers import Analyzer, AnalyzerRegistry
-from champollion.cards import LanguageCard
+from champollion.core.analyzers import Analyzer, AnalyzerRegistry
+from champollion.core.cards import LanguageCard
 from services.contract import (
     BatchContext,
     BatchOutput,

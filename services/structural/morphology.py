@@ -5,7 +5,7 @@ feature, case-insensitively.
 """
 from __future__ import annotations
 
-from champollion.analyzers import ParsedAnalysis
+from champollion.core.analyzers import ParsedAnalysis
 
 
 def feature_key(feature: str) -> str:

@@ -1,16 +1,15 @@
-"""gRPC glue for the structural family: the shared Family contract plus the
-Structural service's Analyze."""
+"""gRPC glue for the structural family's own service, Analyze, served beside
+the shared Family contract."""
 from __future__ import annotations
 
 import asyncio
 
 import grpc
 
-from champollion.analyzers import AnalyzerMissing
-from champollion.cards import UnknownLanguage
+from champollion.core.analyzers import AnalyzerMissing
+from champollion.core.cards import UnknownLanguage
 from champollion.eval.v1 import structural_pb2, structural_pb2_grpc
 from services.servicer import FamilyServicer
-from services.structural.metrics import StructuralScorer
 
 
 class AnalyzeServicer(structural_pb2_grpc.StructuralServicer):
@@ -38,10 +37,6 @@ class AnalyzeServicer(structural_pb2_grpc.StructuralServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"language: unknown code {request.language!r}")
         except AnalyzerMissing as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
-
-
-def create_servicer(languages: list[str] | None = None, **_options) -> FamilyServicer:
-    return FamilyServicer(StructuralScorer(languages=languages))
 
 
 def register_extra(server: grpc.aio.Server, family: FamilyServicer) -> list[str]:

@@ -1,4 +1,4 @@
-"""`champollion.words.words_of` for a stream of texts, once per chunk type.
+"""`champollion.core.words.words_of` for a stream of texts, once per chunk type.
 
 words_of runs several regular expressions over every text; on running text
 that is most of the structural family's time (more than the FST lookups). No
@@ -14,8 +14,8 @@ from __future__ import annotations
 import unicodedata
 from itertools import chain
 
-from champollion.type_cache import DEFAULT_LIMIT, TypeCache
-from champollion.words import words_of
+from champollion.core.type_cache import DEFAULT_LIMIT, TypeCache
+from champollion.core.words import words_of
 
 
 class TextWords:

@@ -12,7 +12,7 @@ reference or acceptable variant.
 from __future__ import annotations
 
 from champollion import __version__
-from champollion.sacrebleu_adapter import (
+from champollion.core.sacrebleu_adapter import (
     SACREBLEU_VERSION,
     build_metric,
     reference_count,
@@ -20,7 +20,7 @@ from champollion.sacrebleu_adapter import (
     segment_statistics,
     signature,
 )
-from champollion.text import normalise_for_match
+from champollion.core.text import normalise_for_match
 from services.contract import (
     BatchContext,
     BatchOutput,

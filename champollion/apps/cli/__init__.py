@@ -1,0 +1,69 @@
+"""The `champollion` command: evaluate, serve, compare, describe, the stored
+runs (runs, show, leaderboard, report, db upgrade), registered corpora and
+tokens. Every command that talks to a gateway does so through
+champollion.apps.client.Client. Modules: common (errors, the Client a command
+uses, stores), scoring (evaluate, compare, describe), stored (runs, show,
+leaderboard, report, meta-eval), corpora, admin (token, db), serve, parser;
+the entry point is here. The modules of the server side (the embedded stack,
+the store, the families) are imported only by a command that runs them."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+from champollion.core import logs
+from champollion.apps.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_INVALID_INPUT,
+    INTERRUPTED,
+    CliError,
+    raise_if_interrupted,
+)
+from champollion.apps.cli.parser import build_parser
+
+__all__ = ["CliError", "build_parser", "main"]
+
+
+def _on_interrupt(signum, frame) -> None:
+    INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+def _run(args) -> int:
+    """The command; a client command's Ctrl-C is noted even where its
+    KeyboardInterrupt is lost (`serve` and `up` stop on Ctrl-C their own way)."""
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if args.command in ("serve", "up") or not in_main_thread:
+        return args.handler(args)
+    previous = signal.signal(signal.SIGINT, _on_interrupt)
+    INTERRUPTED.clear()
+    try:
+        code = args.handler(args)
+        raise_if_interrupted()
+        return code
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command not in ("serve", "up"):
+        # Service logs would clutter a command's output; only problems show.
+        logs.configure("WARNING")
+        # gRPC's own error lines too (a failed TLS handshake is reported as
+        # one line of ours); GRPC_VERBOSITY=ERROR brings them back.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    try:
+        return _run(args)
+    except CliError as error:
+        print(f"champollion: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:  # Ctrl-C: the embedded stack has stopped on the way out
+        print("champollion: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

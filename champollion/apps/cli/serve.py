@@ -1,0 +1,114 @@
+"""`champollion serve`: the embedded stack, or the families and gateway named
+with --family, until SIGINT or SIGTERM."""
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import signal
+import sys
+from pathlib import Path
+
+from champollion.apps.cli.common import EXIT_INVALID_INPUT, CliError
+from champollion.apps.cli.common import store_url as _store_url
+from champollion.apps.launch.embedded import start_family, start_gateway, start_stack, stop_stack
+from champollion.core import logs
+from champollion.core.serving import ServerTls, TlsError
+from gateway.server.config import ConfigError, GatewayConfig, load_config
+from gateway.server.tokens import TokenFile
+from services.registry import IMPLEMENTED
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _server_access(args) -> tuple[TokenFile | None, ServerTls | None]:
+    """`serve`'s tokens file and TLS certificate, checked before anything
+    starts. A gateway without --auth is open to anyone who reaches it, so it
+    binds loopback only unless --insecure-open says otherwise."""
+    serves_gateway = not args.family or "gateway" in args.family
+    if args.auth and not serves_gateway:
+        raise CliError("--auth applies to the gateway (serve it alone or with --family gateway)", EXIT_INVALID_INPUT)
+    if serves_gateway and not args.auth and not args.insecure_open and not _is_loopback(args.host):
+        raise CliError(f"refusing to serve an open gateway on {args.host}: without --auth anyone who reaches it may "
+                       f"evaluate, read every stored run and register corpora; give --auth TOKENS.yaml, or "
+                       f"--insecure-open if something else (a network policy, an authenticating proxy) guards it",
+                       EXIT_INVALID_INPUT)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise CliError("--tls-cert and --tls-key go together: the certificate and its private key", EXIT_INVALID_INPUT)
+    if args.workers is not None and args.workers < 0:
+        raise CliError(f"--workers: must be 0 or more, got {args.workers}", EXIT_INVALID_INPUT)
+    if args.health_port is not None and not args.family:
+        raise CliError("--health-port applies to the services named with --family", EXIT_INVALID_INPUT)
+    tls = ServerTls(Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert else None
+    try:
+        if tls is not None:
+            tls.credentials()
+        return (TokenFile.load(args.auth) if args.auth else None), tls
+    except TlsError as error:
+        raise CliError(f"--tls-cert/--tls-key: {error}", EXIT_INVALID_INPUT) from None
+    except ConfigError as error:
+        raise CliError(f"--auth {error}", EXIT_INVALID_INPUT) from None
+
+
+async def _serve(args) -> None:
+    tokens, tls = _server_access(args)  # checked before anything starts
+    servers, stack = [], None
+    host = args.host
+    # What the command line says about families goes to every family served
+    # (each factory takes what it uses: structural languages, semantic device...).
+    options = {key: value for key, value in (("languages", args.languages), ("device", args.device),
+                                             ("comet_dir", args.comet_dir)) if value}
+    # Worker processes per family: passed only when asked (the default is the stack's).
+    workers = {} if args.workers is None else {"workers": args.workers}
+    if not args.family:
+        config = load_config(args.config) if args.config else None
+        stack = await start_stack(host=host, gateway_port=args.port, store=_store_url(args), family_options=options,
+                                  tokens=tokens, tls=tls, **workers)
+        if config is not None:
+            raise CliError("--config applies to `serve --family gateway`", EXIT_INVALID_INPUT)
+        servers = stack.servers
+        print(json.dumps({"gateway": stack.gateway_address, "families": stack.family_addresses}), file=sys.stderr)
+    else:
+        for offset, name in enumerate(args.family):
+            address = f"{host}:{args.port + offset}"
+            health = f"{host}:{args.health_port + offset}" if args.health_port is not None else None
+            if name == "gateway":
+                config = load_config(args.config) if args.config else GatewayConfig()
+                config.store = _store_url(args, config.store)
+                server, port, _ = await start_gateway(config, address, tokens, tls, health)
+            else:
+                server, port = await start_family(name, address, tls=tls, health_address=health, **options,
+                                                  **workers)
+            servers.append(server)
+            print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    for server in servers:
+        # Long enough for a batch in flight to finish on a scale-down or rollout
+        # (the Kubernetes manifests allow 30 s to shut down).
+        await server.stop(grace=25.0)
+    if stack is not None:
+        await stop_stack(stack)  # the gateway's store and the stack's worker processes
+
+
+def cmd_serve(args) -> int:
+    unknown = [name for name in args.family if name != "gateway" and name not in IMPLEMENTED]
+    if unknown:
+        known = ", ".join(["gateway", *IMPLEMENTED])
+        raise CliError(f"unknown family: {', '.join(unknown)}; available: {known}", EXIT_INVALID_INPUT)
+    logs.configure(args.log_level)
+    try:
+        asyncio.run(_serve(args))
+    except ConfigError as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
+    return 0

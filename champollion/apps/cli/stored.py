@@ -1,0 +1,147 @@
+"""The commands that read stored runs: runs, show, leaderboard (a table,
+JSON or an HTML page), report, meta-eval."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tabulate import tabulate
+
+from champollion.apps.cli.common import EXIT_INVALID_INPUT, CliError, number, reading_client, write_json
+from champollion.apps.client import Client, row_flags
+from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
+from champollion.apps.inputs import InputError, load_corpus, load_predictions, load_run_card
+from champollion.apps.meta_eval import TABLE_HEADERS, MetaEvalError, match_systems, meta_evaluate, table_rows
+
+
+def cmd_runs(args) -> int:
+    with reading_client(args) as client:
+        runs = client.runs(args.dataset, args.model)
+    if args.json:
+        write_json(runs, None)
+    else:
+        print(tabulate(
+            [[run["run_id"], run["created_at"], run["dataset_id"], run["model_slug"], run["condition"],
+              number(run["composite_score"]), run["quality_tier"]] for run in runs],
+            headers=["run_id", "created_at", "dataset", "model", "condition", "composite", "tier"],
+        ))
+    return 0
+
+
+def cmd_show(args) -> int:
+    with reading_client(args) as client:
+        card = client.show(args.run_id)
+    write_json(card, args.out)
+    return 0
+
+
+def _cards(args, given: list[str]) -> dict[str, dict]:
+    """Each CARD_OR_RUN_ID's full run card: an existing file is a run card
+    JSON, anything else a stored run's id (read through the gateway)."""
+    try:
+        cards = {text: load_run_card(Path(text)) for text in given if Path(text).is_file()}
+    except InputError as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
+    run_ids = [text for text in given if text not in cards]
+    if run_ids:
+        with reading_client(args) as client:
+            cards.update((run_id, client.show(run_id)) for run_id in run_ids)
+    return cards
+
+
+def cmd_report(args) -> int:
+    """An HTML report of one or several run cards (champollion/apps/report)."""
+    from champollion.apps.report import entry_inputs, write_report
+
+    if args.predictions and len(args.predictions) != len(args.cards):
+        raise CliError(f"--predictions: give one file per card ({len(args.cards)}), got {len(args.predictions)}",
+                       EXIT_INVALID_INPUT)
+    cards = _cards(args, args.cards)
+    inputs = None
+    if args.corpus or args.predictions:
+        try:
+            corpus = load_corpus(Path(args.corpus)) if args.corpus else None  # read once for every card
+            predictions = [load_predictions(Path(p)) for p in args.predictions] or [None] * len(args.cards)
+        except InputError as error:
+            raise CliError(str(error), EXIT_INVALID_INPUT) from None
+        inputs = [entry_inputs(corpus, run) for run in predictions]
+    write_report([cards[text] for text in args.cards], Path(args.out), inputs=inputs)
+    print(f"report of {len(args.cards)} run card(s) written to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_meta_eval(args) -> int:
+    """Agreement of each metric of the given run cards with human judgments
+    (champollion/apps/meta_eval.py)."""
+    if args.resamples < 0:
+        raise CliError("--resamples: must be 0 (no intervals) or more", EXIT_INVALID_INPUT)
+    names = {}
+    for pair in args.system:
+        card, _, name = pair.partition("=")
+        if not card or not name:
+            raise CliError(f"--system: expected CARD=NAME, got {pair!r}", EXIT_INVALID_INPUT)
+        names[card] = name
+    try:
+        judgments = read_judgments(Path(args.human), args.format)
+        cards = _cards(args, args.cards)
+        runs = match_systems([(text, cards[text]) for text in args.cards], judgments, names)
+        report = meta_evaluate(runs, judgments, args.lower_is_better, args.resamples, args.seed, args.metric_segments)
+    except (InputError, JudgmentError, MetaEvalError) as error:
+        raise CliError(str(error), EXIT_INVALID_INPUT) from None
+    if args.json:
+        write_json(report, None)
+        return 0
+    segments = report["segments"]
+    print(f"{len(runs)} systems; human scores over {segments['used']} of {segments['total']} segments (those "
+          f"judged for every system), metric scores over {segments['metric_segments']} segments; 95% bootstrap "
+          f"intervals over segments ({args.resamples} resamples, seed {args.seed}); "
+          f"segment Kendall: {report['segment_kendall']}")
+    print(tabulate(table_rows(report), headers=TABLE_HEADERS, disable_numparse=True))
+    return 0
+
+
+def cmd_leaderboard(args) -> int:
+    if args.limit < 0:
+        raise CliError("--limit: must be 0 (every row) or a positive number", EXIT_INVALID_INPUT)
+    if args.html and not args.out:
+        raise CliError("--html: give the page's file with -o/--out", EXIT_INVALID_INPUT)
+    if args.out and not args.html:
+        raise CliError("-o/--out: the leaderboard writes a file only as an HTML page (--html)", EXIT_INVALID_INPUT)
+    if args.json and args.html:
+        raise CliError("--json and --html: choose one", EXIT_INVALID_INPUT)
+    with reading_client(args) as client:
+        board = client.leaderboard_page(
+            args.dataset, version=args.version, sort=args.sort, ascending=args.ascending,
+            all_submissions=args.all_submissions, include_disqualified=args.include_disqualified,
+            official=args.official, limit=args.limit)
+        if args.html:
+            return _leaderboard_page(client, board, args)
+    if args.json:
+        write_json(board.rows, None)
+        return 0
+    print(_board_title(board, args))
+    print(tabulate(
+        [[row["rank"], row["model_slug"], number(row["composite_score"]), number(row["chrf_plus_plus"]),
+          number(row["cost_per_entry_usd"]), number(row["cost_adjusted"]), ", ".join(row_flags(row))]
+         for row in board.rows],
+        headers=["rank", "model", "composite", "chrF++", "cost/entry", "cost_adjusted", "flags"],
+        disable_numparse=True,
+    ))
+    if args.limit and len(board.rows) == args.limit:
+        print(f"(the first {args.limit} rows; --limit 0 for all)")
+    return 0
+
+
+def _board_title(board, args) -> str:
+    order = "lowest" if args.ascending else "highest"
+    return f"{board.dataset_id}, corpus version {board.corpus_version[:12]}, by {board.sort} ({order} first)"
+
+
+def _leaderboard_page(client: Client, board, args) -> int:
+    """The board as an HTML page, with each row's run card (champollion/apps/report)."""
+    from champollion.apps.report import write_leaderboard_page
+
+    cards = [client.show(row["run_id"]) for row in board.rows]
+    write_leaderboard_page(board.rows, cards, Path(args.out), _board_title(board, args))
+    print(f"leaderboard page ({len(board.rows)} rows) written to {args.out}", file=sys.stderr)
+    return 0

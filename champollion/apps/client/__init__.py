@@ -1,0 +1,400 @@
+"""A Python client of the gateway: a run evaluated, runs compared, stored
+runs and registered corpora read, with uploading in parts and putting run
+cards back together hidden. The `champollion` command talks to gateways
+through it.
+
+    with Client("localhost:50051") as client:
+        card = client.evaluate(corpus, predictions, meta={"model_slug": "my-model"})
+        print(card["scores"]["composite_score"])
+
+Corpus, predictions, meta and glossary take the shapes of the command's
+input files (README "Input formats") as plain Python data, or protos built
+already. A refused call raises a ClientError carrying the gRPC status."""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+import grpc
+from google.protobuf import json_format
+
+from champollion.apps import inputs
+from champollion.apps.client.channel import ChannelError, check_token, is_untrusted_certificate, open_channel
+from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
+from champollion.apps.inputs import InputError, PredictionFile
+from champollion.apps.client.upload import collect_run_card, compare_parts, corpus_parts, request_parts
+from champollion.core.run_card import dict_to_message, message_to_dict
+from champollion.core.columns import SPEC_COLUMNS
+
+# Seconds a call may take: reading or ranking stored runs is quick; comparing
+# and streaming stored cards back reads every entry.
+QUICK_CALL_S = 60
+LONG_CALL_S = 600
+
+
+class ClientError(Exception):
+    """A call the gateway refused or could not answer. `code` is its gRPC
+    status (None when the stream broke off), `details` its message as sent."""
+
+    def __init__(self, message: str, code: grpc.StatusCode | None = None, details: str = "", address: str = ""):
+        super().__init__(message)
+        self.code = code
+        self.details = details
+        self.address = address
+
+
+class InvalidSettings(ClientError, ValueError):
+    """A token, CA file or input the client cannot use; nothing was sent."""
+
+
+class RequestRefused(ClientError):
+    """The request is at fault (INVALID_ARGUMENT, NOT_FOUND,
+    FAILED_PRECONDITION, ALREADY_EXISTS): the message is the gateway's, as
+    sent, naming the field and entry id."""
+
+
+class InvalidArgument(RequestRefused):
+    """INVALID_ARGUMENT: a field of the run (or an option) is out of bounds."""
+
+
+class NotFound(RequestRefused):
+    """NOT_FOUND: an unknown run id, corpus id or version."""
+
+
+class GatewayUnavailable(ClientError):
+    """The gateway could not answer: unreachable, overloaded
+    (RESOURCE_EXHAUSTED, retryable), failing, or refusing access
+    (UNAUTHENTICATED, PERMISSION_DENIED)."""
+
+
+class UntrustedCertificate(GatewayUnavailable):
+    """The TLS handshake failed: the gateway's certificate is not signed by
+    a trusted CA (give `tls` the CA certificate that signed it)."""
+
+
+_REFUSALS = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: RequestRefused,
+    grpc.StatusCode.ALREADY_EXISTS: RequestRefused,
+}
+
+
+def _error_from(error: grpc.RpcError, address: str) -> ClientError:
+    code, details = error.code(), error.details() or ""
+    if code in _REFUSALS:
+        return _REFUSALS[code](details, code, details, address)
+    if is_untrusted_certificate(error):
+        return UntrustedCertificate(f"gateway at {address}: its TLS certificate is not trusted", code, details,
+                                    address)
+    return GatewayUnavailable(f"gateway at {address}: {code.name}: {details}", code, details, address)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a run is: entries every family has answered out of the
+    corpus's entries, family calls answered and scheduled so far, and the
+    families that overran a call's deadline."""
+    entries_done: int
+    entries_total: int
+    batches_done: int
+    batches_total: int
+    upload_complete: bool
+    slow_families: tuple[str, ...] = ()
+
+
+@dataclass
+class Leaderboard:
+    """A leaderboard page: the corpus version ranked, the sort column, and
+    the rows (as `champollion leaderboard --json` prints them)."""
+    dataset_id: str
+    corpus_version: str
+    sort: str
+    rows: list[dict] = field(default_factory=list)
+
+
+# A stored run's fields in print order (a Struct keeps none): rank and id,
+# then spec §9.1's columns in the spec's order, then the rest alphabetically.
+_FIELD_ORDER = {name: index for index, name in enumerate(("rank", "run_id", *(c.name for c in SPEC_COLUMNS)))}
+
+
+def plain_row(struct) -> dict:
+    """A store row sent as a Struct, as a dict in print order. Struct numbers
+    are doubles: whole ones (ranks, counts) are written as integers."""
+    def plain(value):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [plain(item) for item in value]
+        return value
+
+    row = plain(json_format.MessageToDict(struct))
+    return dict(sorted(row.items(), key=lambda item: (_FIELD_ORDER.get(item[0], len(_FIELD_ORDER)), item[0])))
+
+
+CorpusLike = Mapping[str, Any] | Sequence[Mapping[str, Any]] | gateway_pb2.Corpus | gateway_pb2.CorpusRef
+PredictionsLike = Iterable[Mapping[str, Any] | gateway_pb2.Prediction] | PredictionFile
+MetaLike = Mapping[str, Any] | gateway_pb2.RunMeta
+GlossaryLike = Iterable[Mapping[str, Any] | family_pb2.GlossaryTerm]
+CardLike = str | Mapping[str, Any] | run_card_pb2.RunCard
+
+
+class Client:
+    """A connection to one gateway. `token`: an API token sent on every call;
+    `tls`: the path of the CA certificate that signed the gateway's, or True
+    for the usual public CAs (None: plaintext). Use it as a context manager,
+    or call close()."""
+
+    def __init__(self, address: str, token: str | None = None, tls: str | Path | bool | None = None):
+        self.address = address
+        try:
+            self._channel = open_channel(
+                address, check_token(token, "token") if token is not None else None,
+                tls_ca=Path(tls) if isinstance(tls, (str, Path)) else None, tls=tls is True)
+        except ChannelError as error:
+            raise InvalidSettings(str(error)) from None
+        self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def _call(self, ask: Callable[[gateway_pb2_grpc.GatewayStub], Any]) -> Any:
+        try:
+            return ask(self._stub)
+        except grpc.RpcError as error:
+            raise _error_from(error, self.address) from None
+        except ValueError as error:  # a stream that ended early
+            raise GatewayUnavailable(str(error), address=self.address) from None
+
+    # Scoring
+
+    def evaluate(
+        self,
+        corpus: CorpusLike,
+        predictions: PredictionsLike,
+        meta: MetaLike | None = None,
+        glossary: GlossaryLike | None = None,
+        *,
+        progress: Callable[[Progress], None] | None = None,
+        batch_size: int = 0,
+        seed: int | None = None,
+        resamples: int = 0,
+        disable_plugins: bool = False,
+        comet_model: str | None = None,
+        source_lang: str | None = None,
+        target_lang: str | None = None,
+    ) -> dict:
+        """The run card (a dict, entries included) of `predictions` against
+        `corpus`: a corpus object {id, source_lang, target_lang, entries}, a
+        list of entries (give source_lang and target_lang), a Corpus proto,
+        or a CorpusRef naming a corpus registered in the gateway's store.
+        `predictions`: objects as the JSON Lines file's lines, or Prediction
+        protos. `progress` is called with a Progress as the run is scored."""
+        request = self.evaluate_request(corpus, predictions, meta, glossary, batch_size=batch_size, seed=seed,
+                                        resamples=resamples, disable_plugins=disable_plugins,
+                                        comet_model=comet_model, source_lang=source_lang, target_lang=target_lang)
+        return self.send_evaluation(request, progress)
+
+    @staticmethod
+    def evaluate_request(corpus: CorpusLike, predictions: PredictionsLike, meta: MetaLike | None = None,
+                         glossary: GlossaryLike | None = None, *, batch_size: int = 0, seed: int | None = None,
+                         resamples: int = 0, disable_plugins: bool = False, comet_model: str | None = None,
+                         source_lang: str | None = None, target_lang: str | None = None,
+                         ) -> gateway_pb2.EvaluateRequest:
+        """The EvaluateRequest `evaluate` sends; InvalidSettings for data of
+        the wrong shape (naming the field and entry)."""
+        try:
+            corpus_message = _corpus(corpus, source_lang, target_lang)
+            prediction_file = _predictions(predictions)
+            if not isinstance(corpus_message, gateway_pb2.CorpusRef):
+                # Each prediction then travels with its entry (request_parts).
+                prediction_file = inputs.in_corpus_order(prediction_file, corpus_message)
+            request = inputs.build_request(corpus_message, prediction_file, _meta(meta), _glossary(glossary),
+                                           batch_size, seed, resamples)
+        except InputError as error:
+            raise InvalidSettings(str(error)) from None
+        request.options.disable_plugins = disable_plugins
+        if comet_model:
+            request.meta.comet_model = comet_model
+        return request
+
+    def send_evaluation(self, request: gateway_pb2.EvaluateRequest,
+                              progress: Callable[[Progress], None] | None = None) -> dict:
+        """The run card of a built EvaluateRequest, sent in parts (a run
+        larger than one gRPC message fits)."""
+        known_total = len(request.corpus.entries)
+
+        def report(update: gateway_pb2.EvaluateProgress) -> None:
+            progress(Progress(
+                entries_done=update.entries_done,
+                # A registered corpus's size is the gateway's to tell.
+                entries_total=max(known_total, update.entries_total),
+                batches_done=update.batches_done, batches_total=update.batches_total,
+                upload_complete=update.upload_complete, slow_families=tuple(update.slow_families)))
+
+        return self._call(lambda stub: collect_run_card(stub.EvaluateUpload(request_parts(request)),
+                                                        report if progress is not None else None))
+
+    def compare(self, baseline: CardLike, system: CardLike, method: str = "bs", seed: int | None = None,
+                resamples: int = 0) -> dict:
+        """Paired significance between two run cards of one corpus version:
+        each a stored run's id, a run card dict (as `evaluate` returns) or
+        a RunCard proto.
+        `method`: "bs" (paired bootstrap) or "ar" (approximate randomisation);
+        `resamples` 0: the gateway's default (1000 resamples for bs, 10000 trials for ar)."""
+        request = gateway_pb2.CompareRequest(resamples=resamples, method=method)
+        if seed is not None:
+            request.seed = seed
+        for side, card in (("baseline", baseline), ("system", system)):
+            if isinstance(card, str):
+                setattr(request, f"{side}_run_id", card)
+            elif isinstance(card, run_card_pb2.RunCard):
+                getattr(request, side).CopyFrom(card)
+            else:
+                getattr(request, side).CopyFrom(card_for_compare(card, side))
+        # Sent in parts, so that run cards larger than one gRPC message fit.
+        response = self._call(lambda stub: stub.CompareUpload(compare_parts(request), timeout=LONG_CALL_S))
+        return message_to_dict(response)
+
+    def describe(self) -> dict:
+        """What the gateway has loaded: families (reachable or not, metrics,
+        versions) and languages."""
+        return message_to_dict(self._call(lambda stub: stub.Describe(family_pb2.DescribeRequest(), timeout=30)))
+
+    # Stored runs
+
+    def runs(self, dataset: str | None = None, model: str | None = None) -> list[dict]:
+        """Stored runs, newest first, optionally of one corpus id or model slug."""
+        request = gateway_pb2.ListRunsRequest(dataset_id=dataset, model_slug=model)
+        return [plain_row(run) for run in self._call(lambda stub: stub.ListRuns(request, timeout=QUICK_CALL_S)).runs]
+
+    def show(self, run_id: str) -> dict:
+        """A stored run card, entries included, as `evaluate` returned it."""
+        return self._call(lambda stub: collect_run_card(
+            stub.GetRun(gateway_pb2.GetRunRequest(run_id=run_id), timeout=LONG_CALL_S)))
+
+    def leaderboard(self, dataset: str, **options) -> list[dict]:
+        """The rows of `leaderboard_page(dataset, **options)`."""
+        return self.leaderboard_page(dataset, **options).rows
+
+    def leaderboard_page(self, dataset: str, version: str | None = None, sort: str = "", ascending: bool = False,
+                         all_submissions: bool = False, include_disqualified: bool = False,
+                         official: bool = False, limit: int = 100) -> Leaderboard:
+        """The runs of one corpus version (the latest unless `version`),
+        ranked by `sort` (a spec §9.1 numeric column or cost_adjusted; empty:
+        composite_score), highest first unless `ascending`; at most `limit`
+        rows (0: all)."""
+        request = gateway_pb2.LeaderboardRequest(
+            dataset_id=dataset, version=version, sort=sort, ascending=ascending, all_submissions=all_submissions,
+            include_disqualified=include_disqualified, official=official, limit=limit)
+        board = self._call(lambda stub: stub.Leaderboard(request, timeout=QUICK_CALL_S))
+        return Leaderboard(board.dataset_id, board.corpus_version, board.sort, [plain_row(row) for row in board.rows])
+
+    # Registered corpora
+
+    def register_corpus(self, corpus: CorpusLike, tier: str, new_version: bool = False) -> dict:
+        """Registers `corpus` with its secrecy tier (dev, holdout, gold): its
+        CorpusInfo as a dict, `created` false when already registered."""
+        try:
+            message = _corpus(corpus, None, None)
+        except InputError as error:
+            raise InvalidSettings(str(error)) from None
+        return message_to_dict(self._call(lambda stub: stub.RegisterCorpus(
+            corpus_parts(message, tier, new_version), timeout=LONG_CALL_S)))
+
+    def corpora(self) -> list[dict]:
+        """Every registered corpus version, its tier and tier history."""
+        listing = self._call(lambda stub: stub.ListCorpora(gateway_pb2.ListCorporaRequest(), timeout=QUICK_CALL_S))
+        return [{key: value for key, value in message_to_dict(info).items() if key != "created"}
+                for info in listing.corpora]
+
+    def set_corpus_tier(self, corpus_id: str, tier: str, version: str | None = None) -> dict:
+        """Moves a corpus version (the latest unless `version`) to `tier`."""
+        request = gateway_pb2.SetCorpusTierRequest(corpus_id=corpus_id, version=version or "", tier=tier)
+        return message_to_dict(self._call(lambda stub: stub.SetCorpusTier(request, timeout=QUICK_CALL_S)))
+
+    def sources(self, corpus_id: str, version: str | None = None,
+                on_corpus: Callable[[dict], None] | None = None) -> Iterator[dict]:
+        """A corpus version's entries as {id, source, domain, difficulty},
+        as they arrive; `on_corpus` gets the version's CorpusInfo first."""
+        request = gateway_pb2.GetSourcesRequest(corpus_id=corpus_id, version=version or "")
+        parts = self._call(lambda stub: stub.GetSources(request, timeout=LONG_CALL_S))
+        try:
+            for part in parts:
+                if part.HasField("corpus") and on_corpus is not None:
+                    on_corpus(message_to_dict(part.corpus))
+                for entry in part.entries:
+                    yield {"id": entry.id, "source": entry.source, "domain": entry.domain or None,
+                           "difficulty": entry.difficulty if entry.HasField("difficulty") else None}
+        except grpc.RpcError as error:
+            raise _error_from(error, self.address) from None
+
+
+def row_flags(row: Mapping[str, Any]) -> list[str]:
+    """What a leaderboard row is flagged for, in words."""
+    flags = []
+    if row.get("cherry_pick_suspect"):
+        flags.append(f"cherry-pick suspect ({row.get('submissions_with_fingerprint')} submissions)")
+    if row.get("comparable") is False:
+        flags.append("not comparable")
+    if row.get("disqualified"):
+        flags.append("disqualified")
+    return flags
+
+
+def card_for_compare(card: Mapping[str, Any], side: str = "card") -> run_card_pb2.RunCard:
+    """A run card dict as the Compare RPC takes it: per-entry scores left
+    out (Compare reads the per-entry statistics), the dict left as it was."""
+    if not isinstance(card, Mapping) or not isinstance(card.get("entries"), list):
+        raise InvalidSettings(f"{side}: not a Champollion run card (no entries list)")
+    trimmed = dict(card)
+    trimmed["entries"] = [{key: value for key, value in entry.items() if key != "scores"}
+                          if isinstance(entry, Mapping) else entry for entry in card["entries"]]
+    try:
+        return dict_to_message(trimmed, run_card_pb2.RunCard())
+    except (ValueError, TypeError, AttributeError) as error:
+        raise InvalidSettings(f"{side}: not a Champollion run card: {error}") from None
+
+
+def _corpus(corpus: CorpusLike, source_lang: str | None, target_lang: str | None,
+            ) -> gateway_pb2.Corpus | gateway_pb2.CorpusRef:
+    if isinstance(corpus, (gateway_pb2.Corpus, gateway_pb2.CorpusRef)):
+        return corpus
+    if isinstance(corpus, str) or not isinstance(corpus, (Mapping, Sequence)):
+        raise InputError("corpus: must be a corpus object with entries, a list of entries, or a Corpus")
+    return inputs.corpus_from_data(dict(corpus) if isinstance(corpus, Mapping) else list(corpus), "corpus", "corpus",
+                                   source_lang, target_lang)
+
+
+def _predictions(predictions: PredictionsLike) -> PredictionFile:
+    if isinstance(predictions, PredictionFile):
+        return predictions
+    loaded = PredictionFile(Path("predictions"))
+    for index, item in enumerate(predictions):
+        loaded.predictions.append(item if isinstance(item, gateway_pb2.Prediction)
+                                  else inputs._prediction(item, f"predictions[{index}]"))
+        loaded.lines.append(index + 1)
+    return loaded
+
+
+def _meta(meta: MetaLike | None) -> gateway_pb2.RunMeta | None:
+    if meta is None or isinstance(meta, gateway_pb2.RunMeta):
+        return meta
+    return inputs.meta_from_data(dict(meta) if isinstance(meta, Mapping) else meta, "meta")
+
+
+def _glossary(glossary: GlossaryLike | None) -> list[family_pb2.GlossaryTerm] | None:
+    if glossary is None:
+        return None
+    return [term if isinstance(term, family_pb2.GlossaryTerm) else inputs._term(term, f"glossary[{index}]")
+            for index, term in enumerate(glossary)]

@@ -1,0 +1,204 @@
+"""The report's plotly figures, built from model.py's rows. Labels are
+HTML-escaped: plotly renders a subset of HTML in its text, and model names
+and entry texts come from whoever submitted the run."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from champollion.apps.report.model import (
+    Run,
+    composite_parts,
+    cost_per_entry,
+    groups,
+    latencies,
+    pareto_front,
+)
+from gateway.card.metrics import CI_METRICS, PERCENT_METRICS
+
+# Metrics with bootstrap intervals, by scale (the metric table's): one bar chart each.
+CI_CHARTS = (
+    ("scores-percent", "Scores on a 0-100 scale, 95% bootstrap CI",
+     tuple(key for key in CI_METRICS if key in PERCENT_METRICS)),
+    ("scores-rate", "Scores on a 0-1 scale, 95% bootstrap CI",
+     ("composite", *(key for key in CI_METRICS if key not in PERCENT_METRICS))),
+)
+LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 60}, "height": 380,
+          "font": {"family": "system-ui, sans-serif", "size": 12}}
+
+
+@dataclass
+class Figure:
+    id: str
+    title: str
+    figure: go.Figure
+    note: str | None = None
+
+    @property
+    def traces(self) -> int:
+        return len(self.figure.data)
+
+    def html(self) -> str:
+        """The figure's div and its Plotly.newPlot call; plotly.js itself is
+        inlined once per page by the template."""
+        return self.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"figure-{self.id}",
+                                   config={"displayModeBar": False, "responsive": True})
+
+
+def text(value) -> str:
+    return html.escape(str(value))
+
+
+def _figure(id_: str, title: str, figure: go.Figure, note: str | None = None, **layout) -> Figure:
+    figure.update_layout(**{**LAYOUT, "title": text(title), **layout})
+    return Figure(id_, title, figure, note)
+
+
+def ci_bar_charts(runs: list[Run]) -> list[Figure]:
+    """Grouped bars (one trace per run) with CI whiskers where the card has them."""
+    found = []
+    for id_, title, metrics in CI_CHARTS:
+        shown = [m for m in metrics if any(run.scores.get(m) is not None for run in runs)]
+        if not shown:
+            continue
+        figure = go.Figure()
+        for run in runs:
+            values, plus, minus = [], [], []
+            intervals = run.scores.get("confidence_intervals") or {}
+            for metric in shown:
+                value, interval = run.scores.get(metric), intervals.get(metric)
+                values.append(value)
+                plus.append(interval["ci_upper"] - value if interval and value is not None else None)
+                minus.append(value - interval["ci_lower"] if interval and value is not None else None)
+            figure.add_bar(name=text(run.label), x=shown, y=values,
+                           error_y={"type": "data", "array": plus, "arrayminus": minus, "visible": True})
+        found.append(_figure(id_, title, figure, barmode="group"))
+    return found
+
+
+def composite_breakdown(runs: list[Run]) -> Figure | None:
+    """Stacked horizontal bars: each run's composite as the sum of effective
+    weight x normalised value, one trace per metric."""
+    parts_by_run = [(run, {part.metric: part for part in composite_parts(run)}) for run in runs]
+    metrics = list(dict.fromkeys(metric for _, parts in parts_by_run for metric in parts))
+    if not metrics:
+        return None
+    figure = go.Figure()
+    labels = [text(run.label) for run in runs]
+    for metric in metrics:
+        contributions, hover = [], []
+        for _, parts in parts_by_run:
+            part = parts.get(metric)
+            contributions.append(part.contribution if part else None)
+            hover.append(f"{metric}: weight {part.weight:.3f} × normalised {part.normalised:.3f} = "
+                         f"{part.contribution:.4f}" if part else f"{metric}: not in this composite")
+        figure.add_bar(name=metric, y=labels, x=contributions, orientation="h", hovertext=hover,
+                       hoverinfo="text")
+    return _figure("composite-breakdown", "Composite = Σ effective weight × normalised value", figure,
+                   barmode="stack", xaxis={"title": "composite (0-1)", "range": [0, 1]},
+                   legend={"traceorder": "normal"}, yaxis={"autorange": "reversed"},
+                   height=max(340, 160 + 60 * len(runs)))
+
+
+def group_charts(runs: list[Run]) -> list[Figure]:
+    """Per-group bars: chrF++ by difficulty tier (with the per-tier CI), and
+    the composite by provenance and by domain."""
+    found = []
+    figure = go.Figure()
+    for run in runs:
+        by_tier, _ = groups(run, "by_difficulty")
+        tier_ci = run.scores.get("confidence_intervals_by_tier") or {}
+        if not by_tier:
+            continue
+        tiers = list(by_tier)
+        values = [by_tier[t].get("chrf_plus_plus") for t in tiers]
+        plus, minus = [], []
+        for tier, value in zip(tiers, values):
+            interval = (tier_ci.get(tier) or {}).get("chrf_plus_plus")
+            plus.append(interval["ci_upper"] - value if interval and value is not None else None)
+            minus.append(value - interval["ci_lower"] if interval and value is not None else None)
+        figure.add_bar(name=text(run.label), x=[f"tier {t}" for t in tiers], y=values,
+                       error_y={"type": "data", "array": plus, "arrayminus": minus, "visible": True})
+    if figure.data:
+        found.append(_figure("by-difficulty", "chrF++ by difficulty tier, 95% CI within each tier", figure,
+                             barmode="group"))
+    for key, title in (("by_provenance", "Composite by provenance"), ("by_domain", "Composite by domain")):
+        figure, notes = go.Figure(), set()
+        for run in runs:
+            found_groups, note = groups(run, key)
+            if note:
+                notes.add(note)
+            if found_groups:
+                names = list(found_groups)
+                figure.add_bar(name=text(run.label), x=[text(name) for name in names],
+                               y=[found_groups[name].get("composite") for name in names])
+        if figure.data:
+            found.append(_figure(key.replace("_", "-"), title, figure, "; ".join(sorted(notes)) or None,
+                                 barmode="group", yaxis={"range": [0, 1]}))
+    return found
+
+
+def latency_chart(runs: list[Run]) -> Figure:
+    """A histogram of per-entry latencies where the inputs give them, else
+    the card's average, median and 95th percentile."""
+    figure = go.Figure()
+    for run in runs:
+        seconds = latencies(run)
+        if seconds:
+            figure.add_histogram(name=text(run.label), x=seconds, opacity=0.7)
+    if figure.data:
+        return _figure("latency", "Latency per entry (s)", figure, barmode="overlay",
+                       xaxis={"title": "seconds"}, yaxis={"title": "entries"})
+    keys = ("avg_latency_seconds", "median_latency_seconds", "p95_latency_seconds")
+    for run in runs:
+        figure.add_bar(name=text(run.label), x=["average", "median", "95th percentile"],
+                       y=[run.scores.get(key) for key in keys])
+    return _figure("latency", "Latency (s)", figure,
+                   "per-entry latencies are not in the run card: its summary is shown", barmode="group")
+
+
+def cost_speed_chart(runs: list[Run]) -> Figure:
+    """Cost per entry, tokens per second and entries per minute, per run."""
+    panels = (("cost per entry (USD)", lambda run: cost_per_entry(run)),
+              ("tokens per second", lambda run: run.scores.get("tokens_per_second")),
+              ("entries per minute", lambda run: run.scores.get("entries_per_minute")))
+    figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[title for title, _ in panels])
+    labels = [text(run.label) for run in runs]
+    for column, (title, read) in enumerate(panels, start=1):
+        figure.add_bar(name=title, x=labels, y=[read(run) for run in runs], showlegend=False,
+                       row=1, col=column)
+    return _figure("cost-speed", "Cost and speed", figure)
+
+
+def quality_cost_scatter(runs: list[Run]) -> Figure | None:
+    """Composite against cost per entry, one trace per run and the Pareto
+    front (no run both cheaper and better) as a line."""
+    placed = [(run, cost_per_entry(run), run.scores.get("composite")) for run in runs]
+    placed = [(run, cost, quality) for run, cost, quality in placed if cost is not None and quality is not None]
+    if len(runs) < 2 or not placed:
+        return None
+    figure = go.Figure()
+    front = pareto_front([(cost, quality) for _, cost, quality in placed])
+    for index, (run, cost, quality) in enumerate(placed):
+        figure.add_scatter(name=text(run.label), x=[cost], y=[quality], mode="markers",
+                           marker={"size": 14, "symbol": "star" if index in front else "circle"})
+    figure.add_scatter(name="Pareto front", x=[placed[i][1] for i in front], y=[placed[i][2] for i in front],
+                       mode="lines", line={"dash": "dash", "color": "#444"})
+    left_out = len(runs) - len(placed)
+    note = f"{left_out} run(s) without a cost or composite are not placed" if left_out else None
+    return _figure("quality-cost", "Quality against cost (Pareto front: ★)", figure, note,
+                   xaxis={"title": "cost per entry (USD)"}, yaxis={"title": "composite"})
+
+
+def across_run_figures(runs: list[Run]) -> list[Figure]:
+    """Every figure of a report or leaderboard page, in reading order."""
+    figures = [*ci_bar_charts(runs)]
+    for optional in (composite_breakdown(runs), quality_cost_scatter(runs)):
+        if optional is not None:
+            figures.append(optional)
+    figures += group_charts(runs)
+    figures += [latency_chart(runs), cost_speed_chart(runs)]
+    return figures

@@ -1,0 +1,254 @@
+"""What a report shows, read from run cards: plain rows and numbers for the
+templates and the figures. Nothing here formats HTML."""
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gateway.card.breakdowns import breakdown
+from gateway.card.compare import CompareRefused, compare_run_cards
+from gateway.card.composite import composite_input
+from gateway.card.metrics import METRICS, PERCENT_METRICS
+
+# Per-entry texts and facts the run card does not carry (entry id -> fields:
+# source, reference, prediction, domain, latency_s), from the run's own files.
+EntryInputs = Mapping[str, Mapping[str, object]]
+
+# Scores rows, in reading order: the composite first, then the metric table's order.
+SCORE_ROWS = ("composite", "quality_tier", *METRICS)
+WORST_ENTRIES = 20
+# Corpus tiers whose run cards must not show references.
+PRIVATE_TIERS = frozenset({"holdout", "gold"})
+
+
+@dataclass
+class Run:
+    """One run card and what the report derives from it."""
+    card: dict
+    inputs: EntryInputs = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.card.get("run_id") or ""
+
+    @property
+    def label(self) -> str:
+        """Model and short run id: several runs of one model stay apart."""
+        model = self.card.get("model_slug") or "unnamed model"
+        return f"{model} ({self.run_id[:8]})" if self.run_id else model
+
+    @property
+    def scores(self) -> dict:
+        return self.card.get("scores") or {}
+
+    @property
+    def private_references(self) -> bool:
+        return (self.card.get("dataset") or {}).get("tier") in PRIVATE_TIERS
+
+
+def null_reason(card: dict, metric_id: str) -> str | None:
+    """The card's warning explaining why `metric_id` is null: the first one
+    naming the metric as a word (the composite's coverage line names what
+    is missing, not why), else one saying its family failed or is absent."""
+    warnings = [w for w in card.get("warnings") or [] if not w.startswith("composite (")]
+    named = re.compile(rf"(?<![\w.]){re.escape(metric_id)}(?!\w)")
+    for warning in warnings:
+        if named.search(warning):
+            return warning
+    family = METRICS[metric_id].family if metric_id in METRICS else None
+    for warning in warnings:
+        if family and f"family '{family}'" in warning:
+            return warning
+    return None
+
+
+@dataclass
+class Cell:
+    value: object
+    ci: tuple[float, float] | None = None
+    reason: str | None = None  # why the value is null, when the card says
+
+
+@dataclass
+class ScoreRow:
+    metric: str
+    percent: bool
+    cells: list[Cell]
+    signatures: list[tuple[str, str]]  # (run label, signature), distinct signatures only
+
+
+def score_rows(runs: list[Run]) -> list[ScoreRow]:
+    """Every score key any card has, value and CI per run, with signatures."""
+    rows = []
+    for metric in SCORE_ROWS:
+        if not any(metric in run.scores for run in runs):
+            continue
+        cells = []
+        for run in runs:
+            value = run.scores.get(metric)
+            interval = (run.scores.get("confidence_intervals") or {}).get(metric)
+            ci = (interval["ci_lower"], interval["ci_upper"]) if interval else None
+            cells.append(Cell(value, ci, null_reason(run.card, metric) if value is None else None))
+        signatures, seen = [], set()
+        for run in runs:
+            signature = (run.card.get("signatures") or {}).get(metric)
+            if signature and signature not in seen:
+                seen.add(signature)
+                signatures.append((run.label, signature))
+        rows.append(ScoreRow(metric, metric in PERCENT_METRICS, cells, signatures))
+    return rows
+
+
+@dataclass
+class CompositePart:
+    metric: str
+    value: float
+    normalised: float  # on the composite's 0-1, higher-is-better scale
+    weight: float  # effective (re-normalised) weight
+    contribution: float  # weight x normalised
+
+
+def composite_parts(run: Run) -> list[CompositePart]:
+    """The composite as the sum of its parts: each metric that entered it,
+    its effective weight and its normalised value (gateway/card/composite.py)."""
+    weights = (run.card.get("composite_coverage") or {}).get("weights") or {}
+    parts = []
+    for metric, weight in sorted(weights.items(), key=lambda item: -item[1]):
+        value = run.scores.get(metric)
+        if value is None or metric not in METRICS:
+            continue
+        normalised = float(composite_input(metric, value))
+        parts.append(CompositePart(metric, value, normalised, weight, weight * normalised))
+    return parts
+
+
+def entry_stats(entries: list[dict]) -> dict[str, np.ndarray]:
+    """Per-entry statistics as (entries x statistics) arrays, for the
+    metrics every entry has."""
+    if not entries:
+        return {}
+    shared = set.intersection(*(set(entry.get("stats") or {}) for entry in entries))
+    return {m: np.asarray([entry["stats"][m] for entry in entries], dtype=float) for m in sorted(shared)}
+
+
+def groups(run: Run, key: str) -> tuple[dict, str | None]:
+    """A breakdown (`by_difficulty`, `by_provenance`, `by_domain`) and a note
+    on where it came from; by_domain, which run cards do not carry, is
+    computed with the gateway's own breakdown from the entries' statistics
+    when the run's inputs give each entry's domain."""
+    found = run.scores.get(key)
+    if found:
+        return found, None
+    if key != "by_domain":
+        return {}, None
+    entries = run.card.get("entries") or []
+    domains = [run.inputs.get(entry["id"], {}).get("domain") for entry in entries]
+    if not entries:
+        return {}, "the run card has no by_domain breakdown and no per-entry results to compute it from"
+    if not any(domains):
+        return {}, "the run card has no by_domain breakdown (give the run's corpus to compute it)"
+    profile = (run.card.get("composite_coverage") or {}).get("profile") or "A"
+    computed = breakdown(domains, entry_stats(entries), profile)
+    return computed, "computed from the card's per-entry statistics and the corpus's domains"
+
+
+def latencies(run: Run) -> list[float]:
+    """Per-entry latencies in seconds, from the run's inputs (cards keep only
+    their average, median and 95th percentile)."""
+    found = []
+    for entry in run.card.get("entries") or []:
+        latency = run.inputs.get(entry["id"], {}).get("latency_s")
+        if isinstance(latency, (int, float)):
+            found.append(float(latency))
+    return found
+
+
+def cost_per_entry(run: Run) -> float | None:
+    return (run.card.get("totals") or {}).get("cost_per_entry_usd")
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points (cost, quality) no other point dominates (as
+    cheap or cheaper and as good or better, one strictly), cheapest first."""
+    front = []
+    for i, (cost, quality) in enumerate(points):
+        dominated = any(
+            other_cost <= cost and other_quality >= quality and (other_cost < cost or other_quality > quality)
+            for j, (other_cost, other_quality) in enumerate(points) if j != i
+        )
+        if not dominated:
+            front.append(i)
+    return sorted(front, key=lambda i: points[i])
+
+
+@dataclass
+class Comparison:
+    baseline: Run
+    system: Run
+    result: dict | None
+    refused: str | None = None
+
+
+def comparisons(runs: list[Run]) -> list[Comparison]:
+    """Each run after the first against the first (paired bootstrap,
+    gateway/card/compare.py), with the first card's resamples and seed."""
+    if len(runs) < 2:
+        return []
+    baseline = runs[0]
+    bootstrap = baseline.card.get("bootstrap") or {}
+    resamples, seed = bootstrap.get("resamples") or 1000, bootstrap.get("seed") or 12345
+    found = []
+    for system in runs[1:]:
+        try:
+            result = compare_run_cards(baseline.card, system.card, resamples, seed)
+        except CompareRefused as refused:
+            found.append(Comparison(baseline, system, None, str(refused)))
+            continue
+        found.append(Comparison(baseline, system, result))
+    return found
+
+
+@dataclass
+class WorstEntry:
+    id: str
+    difficulty: object
+    domain: object
+    source: str | None
+    reference: str | None
+    reference_note: str | None
+    prediction: str | None
+    scores: dict
+    error: str | None
+
+
+# Per-entry metrics shown beside each worst entry: a choice of what to show
+# (tests/test_metric_table.py holds each to the metric table).
+ENTRY_METRICS = ("composite", "chrf_plus_plus", "semantic_score", "ter", "fst_acceptance_rate", "compliance_index")
+
+
+def worst_entries(run: Run, count: int = WORST_ENTRIES) -> list[WorstEntry]:
+    """The `count` entries with the lowest composite (unscored ones first)."""
+    entries = run.card.get("entries") or []
+
+    def composite(entry: dict) -> float:
+        value = (entry.get("scores") or {}).get("composite")
+        return -1.0 if value is None else value
+
+    worst = []
+    for entry in sorted(entries, key=composite)[:count]:
+        given = run.inputs.get(entry["id"], {})  # cards carry no texts: the run's files do
+        note = None
+        reference = given.get("reference")
+        if run.private_references:
+            reference, note = None, "withheld (private corpus)"
+        elif reference is None:
+            note = "not in the run card"
+        worst.append(WorstEntry(
+            id=entry["id"], difficulty=entry.get("difficulty"), domain=given.get("domain"),
+            source=given.get("source"), reference=reference, reference_note=note,
+            prediction=given.get("prediction"), scores=entry.get("scores") or {}, error=entry.get("error"),
+        ))
+    return worst

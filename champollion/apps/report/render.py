@@ -1,0 +1,128 @@
+"""Renders run cards into one self-contained HTML file (inline CSS and
+plotly.js, no network at view time) through the Jinja2 templates."""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+from plotly.offline import get_plotlyjs
+
+from champollion.apps.client import row_flags
+from champollion.apps.report.figures import across_run_figures
+from champollion.apps.report.model import (
+    ENTRY_METRICS,
+    EntryInputs,
+    Run,
+    comparisons,
+    composite_parts,
+    groups,
+    score_rows,
+    worst_entries,
+)
+
+# Leaderboard columns: (row key, header); the rest of a row shows as flags.
+BOARD_COLUMNS = (
+    ("rank", "rank"), ("model_slug", "model"), ("composite_score", "composite"), ("quality_tier", "tier"),
+    ("chrf_plus_plus", "chrF++"), ("corpus_bleu", "BLEU"), ("exact_match_rate", "exact"),
+    ("fst_acceptance_rate", "FST"), ("semantic_score", "semantic"), ("comet_score", "COMET"),
+    ("cost_per_entry_usd", "cost/entry"), ("cost_adjusted", "cost_adjusted"),
+    ("tokens_per_second", "tokens/s"), ("avg_latency_seconds", "latency (s)"), ("condition", "condition"),
+    ("run_id", "run"),
+)
+
+
+def number(value, digits: int = 4) -> str:
+    """Numbers for reading: 4 significant digits (costs in scientific
+    notation when small); None as an em dash."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        if value == int(value) and abs(value) < 1e6:
+            return str(int(value))
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("champollion.apps.report", "templates"),
+        autoescape=True,  # every template: predictions and model names are hostile input
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["number"] = number
+    return env
+
+
+@lru_cache(maxsize=1)
+def plotly_js() -> Markup:
+    # Plotly's own bundle, inlined; "</script" cannot occur inside it unescaped.
+    source = get_plotlyjs()
+    if "</script" in source.lower():
+        raise RuntimeError("plotly.js contains a closing script tag; it cannot be inlined")
+    return Markup(source)
+
+
+def _write(path: Path, template: str, **context) -> None:
+    html = environment().get_template(template).render(plotly_js=plotly_js(), **context)
+    path.write_text(html, encoding="utf-8")
+
+
+def _figures(runs: list[Run]) -> list[dict]:
+    return [{"id": f.id, "title": f.title, "note": f.note, "traces": f.traces, "html": Markup(f.html())}
+            for f in across_run_figures(runs)]
+
+
+def _runs(cards: Sequence[dict], inputs: Sequence[EntryInputs | None] | None) -> list[Run]:
+    if inputs is not None and len(inputs) != len(cards):
+        raise ValueError(f"inputs: {len(inputs)} given for {len(cards)} run cards")
+    return [Run(card, (inputs[i] if inputs else None) or {}) for i, card in enumerate(cards)]
+
+
+def _sections(runs: list[Run]) -> dict:
+    """What report and leaderboard pages share."""
+    return {
+        "runs": runs,
+        "score_rows": score_rows(runs),
+        "composites": [(run, composite_parts(run)) for run in runs],
+        "breakdowns": {key: [(run, *groups(run, key)) for run in runs]
+                       for key in ("by_difficulty", "by_domain", "by_provenance")},
+        "comparisons": comparisons(runs),
+        "figures": _figures(runs),
+    }
+
+
+def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | None] | None = None) -> None:
+    """One HTML report of one or several full run cards. `inputs`, one per
+    card (or None), gives what the cards leave out: each entry's source,
+    reference, prediction, domain and latency (report/inputs.py)."""
+    if not cards:
+        raise ValueError("cards: at least one run card is needed")
+    runs = _runs(cards, inputs)
+    title = ", ".join(run.label for run in runs)
+    _write(Path(path), "report.html.j2", title=f"Run report: {title}", **_sections(runs),
+           worst=[(run, worst_entries(run)) for run in runs], entry_metrics=ENTRY_METRICS)
+
+
+def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str) -> None:
+    """A leaderboard page: the sortable table of `rows` (as `champollion
+    leaderboard --json` prints them) and the across-run figures of `cards`
+    (the rows' run cards, in any order: they are put in the rows' order)."""
+    by_id = {card.get("run_id"): card for card in cards}
+    ordered = [by_id[row["run_id"]] for row in rows if row.get("run_id") in by_id]
+    runs = _runs(ordered, None)
+    board = [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row)} for row in rows]
+    _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board,
+           missing_cards=len(rows) - len(ordered), **_sections(runs))

