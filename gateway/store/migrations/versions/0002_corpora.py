@@ -3,17 +3,20 @@ and `corpus_tiers`, and the secrecy tier of a run's corpus on `runs`.
 
 Revision ID: 0002
 Revises: 0001
+
+Frozen as 0001 is: nothing imported from the live package.
 """
 from alembic import op
-from sqlalchemy import Column, DateTime, ForeignKeyConstraint, Integer, Text, UniqueConstraint
-
-# Fixed by its definition, as in 0001.
-from gateway.store.tables import JSON_DOCUMENT
+from sqlalchemy import JSON, Column, DateTime, ForeignKeyConstraint, Integer, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+
+# A JSON document: jsonb on PostgreSQL, JSON text on SQLite (as 0001's).
+JSON_DOCUMENT = JSON().with_variant(JSONB(), "postgresql")
 
 
 def _of_corpus_version(name: str) -> ForeignKeyConstraint:
