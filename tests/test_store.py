@@ -11,10 +11,14 @@ import pytest
 import sqlalchemy as sa
 
 from gateway.store import SORT_COLUMNS, InvalidQuery, RunStore, StoreError, UnknownRun, default_store_url
+from gateway.store import rows, tables
+from gateway.store import store as store_module
 from champollion.core.columns import SPEC_COLUMNS
+from gateway.store.location import open_engine, parse_store_url
 from gateway.store.migrate import MIGRATIONS, upgrade_to_head
 from tests.conftest import evaluate, make_request
 from tests.postgres import free_port
+from tests.test_migrations import copy_of, live_imports, schema_differences
 
 DATASET = "ds-test"
 PROFILE_B = ("chrf_plus_plus", "exact_match_rate", "semantic_score")
@@ -298,7 +302,10 @@ def test_postgresql_table_has_the_spec_columns_types_and_indexes(postgres_cluste
     assert {"idx_composite", "idx_leaderboard", "idx_model", "idx_fingerprint"} <= indexes
 
 
-# The next numbered migration after the latest (NEXT, LATEST filled in by the test).
+# The README's recipe for a column ("To add a column to `runs`"), step by step:
+# a reviewer's note, read from the card's review.note.
+# Step 1: the next numbered migration (NEXT, LATEST filled in by the test),
+# written out literally, importing only alembic and sqlalchemy.
 NEXT_MIGRATION = '''
     """Test only: a reviewer note on each run.
 
@@ -316,6 +323,11 @@ NEXT_MIGRATION = '''
 
     def upgrade() -> None:
         op.add_column("runs", sa.Column("reviewer_note", sa.Text, nullable=True))
+        # Runs stored before get theirs from their card.
+        if op.get_bind().dialect.name == "postgresql":
+            op.execute("UPDATE runs SET reviewer_note = run_card -> 'review' ->> 'note'")
+        else:
+            op.execute("UPDATE runs SET reviewer_note = json_extract(run_card, '$.review.note')")
 
 
     def downgrade() -> None:
@@ -323,8 +335,24 @@ NEXT_MIGRATION = '''
 '''
 
 
-def test_a_new_migration_adds_a_column_and_keeps_every_run(store, store_url, tmp_path):
-    cards = [save(store, make_card(model=f"m{i}", composite=0.1 * i), make_entries(3)) for i in range(4)]
+def with_reviewer_note(metadata: sa.MetaData) -> sa.MetaData:
+    """Step 2: tables.py's `runs` with the migration's column (a copy; the
+    live tables stay as they are for the other tests)."""
+    copied = copy_of(metadata)
+    copied.tables["runs"].append_column(sa.Column("reviewer_note", sa.Text))
+    return copied
+
+
+def run_row_with_reviewer_note(card: dict, created_at, submission: int) -> dict:
+    """Step 3: rows.py's run_row fills the column from the card."""
+    return {**rows.run_row(card, created_at, submission), "reviewer_note": (card.get("review") or {}).get("note")}
+
+
+def test_a_column_added_as_the_readme_says_matches_the_tables_and_keeps_runs(store, store_url, tmp_path, monkeypatch):
+    notes = ["fine", None, "odd spike", None]
+    reviewed = [{**make_card(model=f"m{i}", composite=0.1 * i), **({"review": {"note": note}} if note else {})}
+                for i, note in enumerate(notes)]
+    cards = [save(store, card, make_entries(3)) for card in reviewed]
     before = [store.get_run(c["run_id"]) for c in cards]
     board_before = store.leaderboard(DATASET)
     migrations = tmp_path / "migrations"
@@ -333,15 +361,29 @@ def test_a_new_migration_adds_a_column_and_keeps_every_run(store, store_url, tmp
     following = f"{int(latest) + 1:04d}"
     script = textwrap.dedent(NEXT_MIGRATION).replace("NEXT", following).replace("LATEST", latest)
     (migrations / "versions" / f"{following}_reviewer_note.py").write_text(script)
-    engine = sa.create_engine(store_url.replace("postgresql://", "postgresql+psycopg://"))
+    assert live_imports(migrations / "versions" / f"{following}_reviewer_note.py") == []
+    metadata = with_reviewer_note(tables.metadata)
+    engine = open_engine(parse_store_url(store_url))
     with engine.begin() as connection:
         upgrade_to_head(connection, migrations)
     with engine.connect() as connection:
-        assert "reviewer_note" in {c["name"] for c in sa.inspect(connection).get_columns("runs")}
-        assert connection.scalar(sa.text("SELECT count(*) FROM runs WHERE reviewer_note IS NULL")) == 4
+        # Migration and tables agree; without step 2 the comparison says which column is missing.
+        assert schema_differences(connection, metadata) == []
+        assert [(d[0], d[2], d[3].name) for d in schema_differences(connection, tables.metadata)] == \
+            [("remove_column", "runs", "reviewer_note")]
+        stored = dict(connection.execute(sa.text("SELECT run_id, reviewer_note FROM runs")).all())
     engine.dispose()
+    assert stored == {card["run_id"]: note for card, note in zip(cards, notes)}
     assert [store.get_run(c["run_id"]) for c in cards] == before
     assert store.leaderboard(DATASET) == board_before
+    # Steps 2 and 3 as the store's code sees them, and step 4 (optional): the runs listing shows it.
+    monkeypatch.setattr(store_module, "runs", metadata.tables["runs"])
+    monkeypatch.setattr(store_module, "run_row", run_row_with_reviewer_note)
+    monkeypatch.setattr(store_module, "RUN_SUMMARY", (*store_module.RUN_SUMMARY, "reviewer_note"))
+    later = save(store, {**make_card(model="m-later"), "review": {"note": "checked"}})
+    listed = {run["run_id"]: run["reviewer_note"] for run in store.list_runs(DATASET)}
+    assert listed == {**stored, later["run_id"]: "checked"}
+    assert store.get_run(later["run_id"])["review"] == {"note": "checked"}
     # Code that does not know the new migration refuses the store rather than guess.
     with pytest.raises(StoreError, match=f"migration {following}"):
         RunStore.open(store_url)
