@@ -43,8 +43,8 @@ INDEXES: dict[str, tuple[str, ...]] = {
 
 
 def spec_columns() -> list[Column]:
-    """§9.1's denormalised columns (frozen by the spec, so migration 0001
-    uses this too)."""
+    """§9.1's denormalised columns (frozen by the spec; migration 0001
+    writes them out itself)."""
     return [Column(c.name, REAL if c.kind == REAL_KIND else Text) for c in SPEC_COLUMNS]
 
 
