@@ -7,7 +7,6 @@ built, and a worker process builds a scorer from a ScorerSpec without
 importing this registry."""
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 import grpc

@@ -16,7 +16,6 @@ import threading
 from champollion.core import logs
 from champollion.apps.cli.common import (
     EXIT_INTERRUPTED,
-    EXIT_INVALID_INPUT,
     INTERRUPTED,
     CliError,
     raise_if_interrupted,
