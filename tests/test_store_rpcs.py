@@ -307,7 +307,7 @@ def test_db_upgrade_creates_a_migrated_store(capsys, tmp_path):
 
 
 def test_store_options_choose_the_gateway_store(monkeypatch, tmp_path):
-    from champollion.apps.cli import _store_url
+    from champollion.apps.cli.common import store_url as _store_url
 
     monkeypatch.setenv("CHAMPOLLION_STORE", "sqlite:///from-env.sqlite")
     parse = build_parser().parse_args
