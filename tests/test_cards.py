@@ -15,6 +15,7 @@ from champollion.core.cards import (
     UnknownLanguage,
     default_registry,
 )
+from champollion.core.scripts import ScriptSettings
 from services.structural.analyzer_builds import apt_packages, builds
 
 REQUIRED_LANGUAGES = {"eng", "spa", "deu", "kor", "jpn", "zho", "crk", "iku"}
@@ -54,7 +55,12 @@ def test_typed_access_to_every_section():
     registry = default_registry()
     crk, nob, hau, iku = (registry.get(code) for code in ("crk", "nob", "hau", "iku"))
     assert crk.words.keep_hyphenated is True
-    assert crk.orthography.rules == ("sro-circumflex-long-vowels", "sro-inventory")
+    assert crk.orthography.rules == ()
+    assert crk.orthography.scripts == (
+        ScriptSettings("Latn-SRO", rules=("sro-circumflex-long-vowels", "sro-inventory")),
+        ScriptSettings("Cans", rules=("cans-inventory", "cans-lookalikes"), transliterate="cans-to-sro"),
+    )
+    assert iku.orthography.scripts == (ScriptSettings("Cans", rules=("cans-inventory", "cans-lookalikes")),)
     assert crk.eval_metrics == ("crk_linter", "crk_semantic")
     assert crk.fst.tag_format == "giellalt"
     giellalt, fragment = crk.fst.analyzers
@@ -99,6 +105,17 @@ def test_absent_sections_take_their_defaults(tmp_path):
      r"abc\.yaml: metricModelSupport\.comet\.validated: 'yes' is not of type 'boolean'"),
     (MINIMAL.replace("casing: cased", "casing: upper"), r"abc\.yaml: casing: 'upper' is not one of"),
     (MINIMAL + "evalMetric: [x]\n", r"abc\.yaml: evalMetric: unknown key"),
+    # Per-script orthography: a script of the card, a registered transliterator that reads it.
+    (MINIMAL + "orthography:\n  scripts:\n    Cans: {rules: [cans-inventory]}\n",
+     r"abc\.yaml: orthography\.scripts\.Cans: not one of the card's scripts \(Latn\)"),
+    (MINIMAL + "orthography:\n  scripts:\n    Latn: {transliterate: latn-to-xyz}\n",
+     r"abc\.yaml: orthography\.scripts\.Latn\.transliterate: unknown transliterator 'latn-to-xyz'; known: cans-to-sro"),
+    (MINIMAL + "orthography:\n  scripts:\n    Latn: {transliterate: cans-to-sro}\n",
+     r"abc\.yaml: orthography\.scripts\.Latn\.transliterate: cans-to-sro reads Cans, not Latn"),
+    (MINIMAL.replace("[Latn]", "[Latn, Latn-X]") + "orthography:\n  scripts:\n    Latn: {}\n    Latn-X: {}\n",
+     r"abc\.yaml: orthography\.scripts\.Latn-X: a second entry for Unicode script Latn"),
+    (MINIMAL + "orthography:\n  scripts:\n    Latn: {rule: [sro-inventory]}\n",
+     r"abc\.yaml: orthography\.scripts\.Latn\.rule: unknown key"),
 ])
 def test_a_malformed_card_names_file_and_field(tmp_path, text, message):
     with pytest.raises(InvalidCard, match=message):

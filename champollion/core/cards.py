@@ -18,6 +18,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from champollion.core.scripts import TRANSLITERATORS, ScriptSettings, base_script
+
 DEFAULT_CARDS_DIR = Path(__file__).resolve().parents[2] / "language_cards"
 # The schema travels with the bundled cards; it applies to any cards directory.
 SCHEMA_PATH = DEFAULT_CARDS_DIR / "card.schema.json"
@@ -84,7 +86,11 @@ class FstSettings:
 
 @dataclass(frozen=True)
 class OrthographySettings:
+    # Rules for every word, whatever its script.
     rules: tuple[str, ...] = ()
+    # Per script: rules for its words and how they reach the analyzer
+    # (champollion.core.scripts). Empty: scripts are not told apart.
+    scripts: tuple[ScriptSettings, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,28 @@ def _analyzer_file(entry: dict[str, Any]) -> AnalyzerFile:
     )
 
 
+def _script_settings(data: dict[str, Any], origin: str) -> tuple[ScriptSettings, ...]:
+    """`orthography.scripts`, checked against the card's `scripts` and the
+    registered transliterators (what the schema alone cannot check)."""
+    declared = data["scripts"]
+    problems, found = [], []
+    for script, entry in ((data.get("orthography") or {}).get("scripts") or {}).items():
+        field = f"orthography.scripts.{script}"
+        if script not in declared:
+            problems.append(f"{field}: not one of the card's scripts ({', '.join(declared)})")
+        if [s for s in found if base_script(s.script) == base_script(script)]:
+            problems.append(f"{field}: a second entry for Unicode script {base_script(script)}")
+        name = (entry or {}).get("transliterate")
+        if name is not None and name not in TRANSLITERATORS:
+            problems.append(f"{field}.transliterate: unknown transliterator {name!r}; known: {', '.join(TRANSLITERATORS)}")
+        elif name is not None and TRANSLITERATORS[name].source != base_script(script):
+            problems.append(f"{field}.transliterate: {name} reads {TRANSLITERATORS[name].source}, not {base_script(script)}")
+        found.append(ScriptSettings(script, tuple((entry or {}).get("rules") or ()), name))
+    if problems:
+        raise InvalidCard(f"{origin}: " + "; ".join(problems))
+    return tuple(found)
+
+
 def card_from_mapping(data: dict[str, Any], origin: str) -> LanguageCard:
     """A typed card from a parsed YAML mapping; InvalidCard if the schema refuses it."""
     validate(data, origin)
@@ -199,7 +227,8 @@ def card_from_mapping(data: dict[str, Any], origin: str) -> LanguageCard:
             tag_format=fst.get("tag_format", "giellalt"),
             compounds=CompoundRule(**fst["compounds"]) if fst.get("compounds") else None,
         ),
-        orthography=OrthographySettings(rules=tuple((data.get("orthography") or {}).get("rules") or ())),
+        orthography=OrthographySettings(rules=tuple((data.get("orthography") or {}).get("rules") or ()),
+                                        scripts=_script_settings(data, origin)),
         quotes=tuple(quotes) if quotes is not None else None,
         loanwords=tuple(data.get("loanwords") or ()),
         lexicon=LexiconSettings(**(data.get("lexicon") or {})),
