@@ -15,25 +15,31 @@ from champollion.core.words import words_of
 from services.structural.text_words import TextWords
 
 # Letters, digits, joiners, the characters words_of skips around (URLs,
-# e-mail, {placeholders}, printf), combining marks and odd whitespace.
+# e-mail, {placeholders}, printf), combining marks and odd whitespace, the
+# syllabics hyphen (NARROW NO-BREAK SPACE) and look-alikes kept inside words.
 PIECES = st.sampled_from(
     list("abcEé_1 .,-'’‐‑{}%@:/()sdwhtp") + ["http://", "www.", "{n, plural}", "%(n)d", "e\u0301", "\u0301",
-                                                "\u00a0", "\u2009", "\n", "\x1c", "ß", "İ", "ᐃ", "２"])
+                                                "\u00a0", "\u2009", "\n", "\x1c", "ß", "İ", "ᐃ", "２",
+                                                "\u202f", "◁", "Δ"])
+LOOKALIKES = "Δ∆◁▷∇"
 TEXTS = st.lists(PIECES, max_size=30).map("".join)
 
 
 @settings(max_examples=400, deadline=None)
-@given(texts=st.lists(TEXTS, min_size=1, max_size=4), keep_hyphenated=st.booleans())
-@example(texts=["Ver https://x.org/a, 20% en {n, plural, one {uno}} y %(count)d. ê-nipâyân"], keep_hyphenated=True)
-@example(texts=["l'eau -- don't", "l'eau -- don't"], keep_hyphenated=False)
-@example(texts=["a\u2010b x\u2011y", "%\u20105d %-5d"], keep_hyphenated=True)
-@example(texts=["e\u0301te\u0301 \u0301a"], keep_hyphenated=False)
-def test_chunk_cached_words_are_words_of(texts, keep_hyphenated):
+@given(texts=st.lists(TEXTS, min_size=1, max_size=4), keep_hyphenated=st.booleans(),
+       extra=st.sampled_from(["", LOOKALIKES]))
+@example(texts=["Ver https://x.org/a, 20% en {n, plural, one {uno}} y %(count)d. ê-nipâyân"], keep_hyphenated=True,
+         extra="")
+@example(texts=["l'eau -- don't", "l'eau -- don't"], keep_hyphenated=False, extra="")
+@example(texts=["a\u2010b x\u2011y", "%\u20105d %-5d"], keep_hyphenated=True, extra="")
+@example(texts=["e\u0301te\u0301 \u0301a"], keep_hyphenated=False, extra="")
+@example(texts=["ᐁ\u202fᓂᐹᔮᐣ ◁ᑎᒼ", "ᐁ\u202fᓂᐹᔮᐣ"], keep_hyphenated=True, extra=LOOKALIKES)
+def test_chunk_cached_words_are_words_of(texts, keep_hyphenated, extra):
     """Texts scored one after another share the cache: a chunk split for one
     text must give the same words in the next."""
-    split = TextWords(keep_hyphenated, limit=4)
+    split = TextWords(keep_hyphenated, limit=4, extra_chars=extra)
     for text in texts + texts:
-        assert split(text) == words_of(text, keep_hyphenated)
+        assert split(text) == words_of(text, keep_hyphenated, extra)
 
 
 def test_no_whitespace_composes_under_nfc():

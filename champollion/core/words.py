@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import cache
 
 # Things that are not words of the language, removed before splitting.
 _SKIPPED = re.compile(
@@ -18,18 +19,28 @@ _SKIPPED = re.compile(
 )
 # Word characters (letters, digits, combining marks) joined by apostrophes
 # (Cree t'ês-, English don't) and, for cards that keep hyphenated forms
-# (SRO ê-nipâyân), by hyphens. Joiners never start or end a word.
-_CHARS = r"[\w\u0300-\u036f]+"
-_WORD = re.compile(rf"{_CHARS}(?:['\u2019]+{_CHARS})*")
-_HYPHENATED_WORD = re.compile(rf"{_CHARS}(?:['\u2019\-\u2010\u2011]+{_CHARS})*")
+# (SRO ê-nipâyân), by hyphens, or by NARROW NO-BREAK SPACE, which Cree
+# syllabics write for SRO's hyphen (ᐁ ᓂᐹᔮᐣ). Joiners never start or end a word.
+_WORD_CHARS = r"\w\u0300-\u036f"
+_JOINERS = "'\u2019"
+_HYPHENS = "\\-\u2010\u2011\u202f"
 _UNICODE_HYPHENS = re.compile(r"[\u2010\u2011]")
 _LETTER = re.compile(r"[^\W\d_]")
 
 
-def words_of(text: str, keep_hyphenated: bool = False) -> list[str]:
-    """NFC words with at least one letter, in order."""
+@cache
+def _pattern(keep_hyphenated: bool, extra_chars: str) -> re.Pattern:
+    chars = f"[{_WORD_CHARS}{re.escape(extra_chars)}]+"
+    joiners = _JOINERS + (_HYPHENS if keep_hyphenated else "")
+    return re.compile(rf"{chars}(?:[{joiners}]+{chars})*")
+
+
+def words_of(text: str, keep_hyphenated: bool = False, extra_chars: str = "") -> list[str]:
+    """NFC words with at least one letter, in order. `extra_chars` are kept
+    inside words although they are no word characters: the look-alikes an
+    orthographic rule must see (◁ typed for syllabic ᐊ)."""
     text = _SKIPPED.sub(" ", unicodedata.normalize("NFC", text))
-    pattern = _HYPHENATED_WORD if keep_hyphenated else _WORD
+    pattern = _pattern(keep_hyphenated, extra_chars)
     # Most tokens start with a letter; the regex only runs for the others.
     words = [token for token in pattern.findall(text) if token[0].isalpha() or _LETTER.search(token)]
     if keep_hyphenated:
