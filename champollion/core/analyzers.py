@@ -22,6 +22,7 @@ from pathlib import Path
 
 from champollion.core.cards import AnalyzerFile, CompoundRule, LanguageCard
 from champollion.core.files import sha256_of_file
+from champollion.core.scripts import CardScripts
 from champollion.core.type_cache import DEFAULT_LIMIT, TypeCache
 
 DEFAULT_FST_DIR = Path(__file__).resolve().parents[2] / "build" / "fst"
@@ -127,6 +128,15 @@ class Analyzer:
             return direct
         return [known or self._is_compound(word.lower(), 0) for word, known in zip(words, direct)]
 
+    def reading(self, word: str) -> str:
+        """The form looked up for `word` (see ReadingAnalyzer): itself."""
+        return word
+
+    @property
+    def reads(self) -> str | None:
+        """What is transliterated before lookup, for signatures (see ReadingAnalyzer): nothing."""
+        return None
+
     def accepts(self, word: str) -> bool:
         """At least one analysis (directly, or as a run-time compound) of an
         NFC word; cached per word type, since text is Zipfian and most tokens
@@ -162,6 +172,47 @@ class Analyzer:
         return False
 
 
+class ReadingAnalyzer:
+    """An analyzer seen through its card's transliterations: a word written in
+    a script the card transliterates (Plains Cree syllabics) is looked up as
+    its transliteration (SRO), so the same text scores the same in either
+    script; other words are looked up as written. Answers as Analyzer does,
+    and names the word as written wherever it lists words (`rejected`)."""
+
+    def __init__(self, analyzer: Analyzer, scripts: CardScripts):
+        self.analyzer = analyzer
+        self.scripts = scripts
+        # Transliterating costs more than a lookup: once per word type.
+        self._readings: TypeCache[str, str] = TypeCache(
+            lambda words: [scripts.reading(word) for word in words], analyzer.cache_limit)
+
+    def __getattr__(self, name: str):
+        return getattr(self.analyzer, name)  # name, sha256, caveats, tag_format, ...
+
+    @property
+    def reads(self) -> str | None:
+        return self.scripts.reading_signature()
+
+    def reading(self, word: str) -> str:
+        return self._readings.get(unicodedata.normalize("NFC", word))
+
+    def analyses(self, word: str, limit: int = -1) -> list[str]:
+        return self.analyzer.analyses(self.reading(word), limit)
+
+    def parsed(self, word: str, limit: int = -1) -> list[ParsedAnalysis]:
+        return self.analyzer.parsed(self.reading(word), limit)
+
+    def lemmas(self, word: str) -> set[str]:
+        return self.analyzer.lemmas(self.reading(word))
+
+    def accepts(self, word: str) -> bool:
+        return self.analyzer.accepts(self.reading(word))
+
+    def rejected(self, words: list[str]) -> list[str]:
+        flags = self.analyzer._accepted.get_many(self._readings.get_many(words))
+        return list(compress(words, map(not_, flags)))
+
+
 def caveats_of(entry: AnalyzerFile, analyzer: Analyzer, code: str) -> tuple[str, ...]:
     """What a run card must say about scoring with this file: the card marks
     it as a test fragment, or its SHA-256 is not the one the card expects."""
@@ -186,7 +237,7 @@ class AnalyzerRegistry:
         directories = self.directories if self.directories is not None else analyzer_dirs()
         return [(entry, directory / entry.file) for entry in card.fst.analyzers for directory in directories]
 
-    def for_card(self, card: LanguageCard) -> Analyzer:
+    def for_card(self, card: LanguageCard) -> Analyzer | ReadingAnalyzer:
         with self._lock:
             if card.code not in self._loaded:
                 candidates = self.candidates(card)
@@ -200,10 +251,13 @@ class AnalyzerRegistry:
                 except ImportError as error:
                     raise AnalyzerMissing(f"no analyzer for {card.code}: {path} needs the hfst package "
                                           f"(the fst extra), which is not installed ({error.name})") from None
-                self._loaded[card.code] = replace(analyzer, caveats=caveats_of(entry, analyzer, card.code))
+                analyzer = replace(analyzer, caveats=caveats_of(entry, analyzer, card.code))
+                scripts = CardScripts(card.orthography.scripts)
+                self._loaded[card.code] = ReadingAnalyzer(analyzer, scripts) if scripts.transliterations else analyzer
             return self._loaded[card.code]
 
-    def for_scoring(self, card: LanguageCard, warnings: list[str], if_missing: str, if_caveat: str) -> Analyzer | None:
+    def for_scoring(self, card: LanguageCard, warnings: list[str], if_missing: str,
+                    if_caveat: str) -> Analyzer | ReadingAnalyzer | None:
         """The card's analyzer for a batch, or None when it names none or it
         cannot be loaded; what the run card must know goes into `warnings`,
         each ending in what it means for the family's metrics."""

@@ -16,6 +16,11 @@ the rules that were needed.
   inclusive_exclusive_we  English "we" may be exclusive (1Pl) or inclusive
                           (12Pl)
   word_order              Cree word order is free: the same words in any order
+  script                  the sides are written in different scripts of the
+                          card (SRO, syllabics)
+
+Words reach the analyzer through the card's transliteration (syllabics are
+looked up as SRO), so a text scores the same in either script.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
+from champollion.core.scripts import letter_scripts
 from champollion.core.text import normalise_for_match
 from champollion.core.words import words_of
 from eval_standards.lexicon import find_lexicon, parse_lexicon
@@ -89,10 +95,13 @@ class CrkLinterMetric:
         ]
 
     def _joined_preverb(self, word: str) -> str:
-        """"ênipât" -> "ê-nipât" when only the hyphenated form is a word."""
-        if self.analyzer and word.startswith("ê") and not word.startswith("ê-") and len(word) > 1:
-            if not self.analyzer.accepts(word) and self.analyzer.accepts("ê-" + word[1:]):
-                return "ê-" + word[1:]
+        """"ênipât" (or syllabics ᐁᓂᐹᐟ) -> "ê-nipât" when only the hyphenated form is a word."""
+        if not self.analyzer:
+            return word
+        read = self.analyzer.reading(word)
+        if read.startswith("ê") and not read.startswith("ê-") and len(read) > 1:
+            if not self.analyzer.accepts(word) and self.analyzer.accepts("ê-" + read[1:]):
+                return "ê-" + read[1:]
         return word
 
     def _tokens(self, text: str) -> list[Token]:
@@ -113,6 +122,8 @@ class CrkLinterMetric:
         surfaces = ([t[0] for t in ours_tokens], [t[0] for t in theirs_tokens])
         plain = (words_of(prediction, True), words_of(target, True))
         fired = ["orthographic_variants"] if surfaces != plain else []
+        if set(letter_scripts(prediction)) != set(letter_scripts(target)):
+            fired.append("script")
         for rule in self.rules:
             if self._keys(ours_tokens) == self._keys(theirs_tokens):
                 return fired

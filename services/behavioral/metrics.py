@@ -151,6 +151,7 @@ class BehavioralScorer:
             entries=outputs, warnings=warnings, labels=labels,
             signatures={
                 "code_switching_rate": f"lexicons:spacy|loanwords:card|analyzer:{analyzer.name if analyzer else 'none'}"
+                                       f"{f'|translit:{analyzer.reads}' if analyzer and analyzer.reads else ''}"
                                        f"|version:{__version__}",
                 "hallucination_rate": f"oscillation:period<={MAX_PERIOD}|numbers:not-in-src-or-ref|detached:"
                                       f"{f'{DETACHED_RULE}|model:{EMBEDDING_MODEL}' if not _uncovered(context) else 'off'}"

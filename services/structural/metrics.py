@@ -7,8 +7,9 @@ from functools import cache
 from importlib import metadata
 
 from champollion import __version__
-from champollion.core.analyzers import Analyzer, AnalyzerRegistry
+from champollion.core.analyzers import Analyzer, AnalyzerRegistry, ReadingAnalyzer
 from champollion.core.cards import LanguageCard
+from champollion.core.scripts import script_name
 from services.contract import (
     BatchContext,
     BatchOutput,
@@ -17,7 +18,7 @@ from services.contract import (
     EntryOutput,
 )
 from services.structural.morphology import matched_gold
-from services.structural.orthography import rules_for, violations
+from services.structural.orthography import Orthography
 from services.structural.text_words import TextWords
 
 # Request option that turns a language's eval-standard plugins off.
@@ -49,8 +50,11 @@ class StructuralScorer:
         self.registry = registry or AnalyzerRegistry()
         # Language code -> discovered eval-standard plugins, built once.
         self._plugins: dict = {}
-        # Words of predictions, per keep_hyphenated (cached per chunk type).
-        self._words = {keep: TextWords(keep) for keep in (False, True)}
+        # Words of predictions, per (keep_hyphenated, extra word characters)
+        # (cached per chunk type).
+        self._words: dict[tuple[bool, str], TextWords] = {}
+        # Language code -> its card's orthographic rules.
+        self._orthographies: dict[str, Orthography] = {}
 
     def languages(self) -> list[str]:
         return self._languages
@@ -90,8 +94,21 @@ class StructuralScorer:
                 output.values[plugin.verdict_key] = verdict.verdict
                 output.values[f"{plugin.id}_reasons"] = list(verdict.reasons)
                 output.stats[plugin.metric] = statistics(verdict)
+            # Plugins see words through the analyzer: its transliteration is theirs too.
+            reads = f"|translit:{analyzer.reads}" if analyzer is not None and analyzer.reads else ""
             signatures[plugin.metric] = (f"standard:eval_standards.{card.code}.{type(plugin).__name__}"
-                                         f"|version:{__version__}")
+                                         f"{reads}|version:{__version__}")
+
+    def _orthography(self, card: LanguageCard) -> Orthography:
+        if card.code not in self._orthographies:
+            self._orthographies[card.code] = Orthography(card)
+        return self._orthographies[card.code]
+
+    def _splitter(self, keep_hyphenated: bool, extra_chars: str) -> TextWords:
+        key = (keep_hyphenated, extra_chars)
+        if key not in self._words:
+            self._words[key] = TextWords(keep_hyphenated, extra_chars=extra_chars)
+        return self._words[key]
 
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         card = context.target
@@ -99,9 +116,9 @@ class StructuralScorer:
         analyzer = self.registry.for_scoring(
             card, warnings, if_missing="fst_acceptance_rate and morphological_accuracy are null",
             if_caveat="fst_acceptance_rate and morphological_accuracy are not representative")
-        rule_names = list(card.orthography.rules)
-        rules = rules_for(rule_names)
-        split_words = self._words[card.words.keep_hyphenated]
+        orthography = self._orthography(card)
+        split_words = self._splitter(card.words.keep_hyphenated, orthography.extra_chars)
+        unruled: dict[str, None] = {}
         outputs = []
         for entry in entries:
             words = split_words(entry.prediction)
@@ -115,17 +132,36 @@ class StructuralScorer:
                     # Every entry carries every metric's statistics; without
                     # gold this one adds nothing to the corpus rate.
                     stats["morphological_accuracy"] = [0.0, 0.0]
-            if rules:
-                problems = {word: violations(word, rules) for word in words}
-                wrong = [f"{word}: {p}" for word, found in problems.items() for p in found]
-                correct = sum(1 for found in problems.values() if not found)
-                values["orthographic_accuracy"] = _ratio(correct, len(words))
-                values["orthographic_violations"] = wrong[:MAX_LISTED]
-                stats["orthographic_accuracy"] = [float(correct), float(len(words))]
+            if orthography:
+                self._orthographic(orthography, words, values, stats, unruled)
             outputs.append(EntryOutput(id=entry.id, values=values, stats=stats))
-        signatures = self._signatures(analyzer, rule_names)
+        warnings.extend(
+            f"orthographic_accuracy leaves out words in {code} ({script_name(code)}): the {card.code} card has "
+            "no orthographic rule for that script" for code in unruled)
+        signatures = self._signatures(analyzer, orthography)
         self._run_plugins(card, analyzer, entries, outputs, signatures, warnings, context.options)
         return BatchOutput(entries=outputs, signatures=signatures, warnings=warnings)
+
+    @staticmethod
+    def _orthographic(orthography: Orthography, words: list[str], values: dict, stats: dict,
+                      unruled: dict[str, None]) -> None:
+        """Words with no violation / words checked; a word of a script the
+        card has no rule for is not checked (listed, and its script warned of)."""
+        wrong, unchecked, correct, checked = [], [], 0, 0
+        for word in words:
+            result = orthography.check(word)
+            if result.problems is None:
+                unchecked.append(word)
+                unruled.update(dict.fromkeys(result.unruled))
+                continue
+            checked += 1
+            correct += not result.problems
+            wrong += [f"{word}: {problem}" for problem in result.problems]
+        values["orthographic_accuracy"] = _ratio(correct, checked)
+        values["orthographic_violations"] = wrong[:MAX_LISTED]
+        if unchecked:
+            values["orthographic_unchecked"] = unchecked[:MAX_LISTED]
+        stats["orthographic_accuracy"] = [float(correct), float(checked)]
 
     @staticmethod
     def _fst_acceptance(analyzer: Analyzer, words: list[str], values: dict, stats: dict) -> None:
@@ -147,13 +183,15 @@ class StructuralScorer:
         stats["morphological_accuracy"] = [float(matched), float(len(gold))]
 
     @staticmethod
-    def _signatures(analyzer: Analyzer | None, rule_names: list[str]) -> dict[str, str]:
+    def _signatures(analyzer: Analyzer | ReadingAnalyzer | None, orthography: Orthography) -> dict[str, str]:
         signatures = {}
         if analyzer is not None:
+            # Words of a script the card transliterates are looked up transliterated: say by what.
+            reads = f"|translit:{analyzer.reads}" if analyzer.reads else ""
             described = (f"analyzer:{analyzer.name}|sha256:{analyzer.sha256}|hfst:{_hfst_version()}"
-                         f"|case:as-written,lower,capitalised|version:{__version__}")
+                         f"|case:as-written,lower,capitalised{reads}|version:{__version__}")
             signatures["fst_acceptance_rate"] = described
             signatures["morphological_accuracy"] = described
-        if rule_names:
-            signatures["orthographic_accuracy"] = f"rules:{','.join(rule_names)}|version:{__version__}"
+        if orthography:
+            signatures["orthographic_accuracy"] = f"{orthography.signature()}|version:{__version__}"
         return signatures
