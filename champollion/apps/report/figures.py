@@ -32,18 +32,25 @@ LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b":
 
 @dataclass
 class Figure:
+    """A drawn figure, or (figure None) one left out, `note` saying why."""
     id: str
     title: str
-    figure: go.Figure
+    figure: go.Figure | None
     note: str | None = None
 
     @property
+    def drawn(self) -> bool:
+        return self.figure is not None
+
+    @property
     def traces(self) -> int:
-        return len(self.figure.data)
+        return len(self.figure.data) if self.figure is not None else 0
 
     def html(self) -> str:
         """The figure's div and its Plotly.newPlot call; plotly.js itself is
         inlined once per page by the template."""
+        if self.figure is None:
+            return ""
         return self.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"figure-{self.id}",
                                    config={"displayModeBar": False, "responsive": True})
 
@@ -54,7 +61,18 @@ def text(value) -> str:
 
 def _figure(id_: str, title: str, figure: go.Figure, note: str | None = None, **layout) -> Figure:
     figure.update_layout(**{**LAYOUT, "title": text(title), **layout})
+    # Bars are read by their length: a value axis that does not start at zero misleads.
+    if any(trace.type in ("bar", "histogram") and trace.orientation != "h" for trace in figure.data):
+        figure.update_yaxes(rangemode="tozero")
     return Figure(id_, title, figure, note)
+
+
+def _left_out(id_: str, title: str, why: str) -> Figure:
+    return Figure(id_, title, None, why)
+
+
+def _any_of(names: list[str]) -> str:
+    return " or ".join(filter(None, (", ".join(names[:-1]), names[-1])))
 
 
 def ci_bar_charts(runs: list[Run]) -> list[Figure]:
@@ -63,6 +81,7 @@ def ci_bar_charts(runs: list[Run]) -> list[Figure]:
     for id_, title, metrics in CI_CHARTS:
         shown = [m for m in metrics if any(run.scores.get(m) is not None for run in runs)]
         if not shown:
+            found.append(_left_out(id_, title, f"no run card has a value for {_any_of(list(metrics))}"))
             continue
         figure = go.Figure()
         for run in runs:
@@ -75,17 +94,20 @@ def ci_bar_charts(runs: list[Run]) -> list[Figure]:
                 minus.append(value - interval["ci_lower"] if interval and value is not None else None)
             figure.add_bar(name=text(run.label), x=shown, y=values,
                            error_y={"type": "data", "array": plus, "arrayminus": minus, "visible": True})
-        found.append(_figure(id_, title, figure, barmode="group"))
+        # Rates and scores of 0-1 on their whole scale, so that runs and metrics compare by eye.
+        scale = {"range": [0, 1]} if all(m not in PERCENT_METRICS for m in shown) else {}
+        found.append(_figure(id_, title, figure, barmode="group", yaxis=scale))
     return found
 
 
-def composite_breakdown(runs: list[Run]) -> Figure | None:
+def composite_breakdown(runs: list[Run]) -> Figure:
     """Stacked horizontal bars: each run's composite as the sum of effective
     weight x normalised value, one trace per metric."""
     parts_by_run = [(run, {part.metric: part for part in composite_parts(run)}) for run in runs]
     metrics = list(dict.fromkeys(metric for _, parts in parts_by_run for metric in parts))
+    title = "Composite = Σ effective weight × normalised value"
     if not metrics:
-        return None
+        return _left_out("composite-breakdown", title, "no run card has a composite with its weights")
     figure = go.Figure()
     labels = [text(run.label) for run in runs]
     for metric in metrics:
@@ -97,7 +119,7 @@ def composite_breakdown(runs: list[Run]) -> Figure | None:
                          f"{part.contribution:.4f}" if part else f"{metric}: not in this composite")
         figure.add_bar(name=metric, y=labels, x=contributions, orientation="h", hovertext=hover,
                        hoverinfo="text")
-    return _figure("composite-breakdown", "Composite = Σ effective weight × normalised value", figure,
+    return _figure("composite-breakdown", title, figure,
                    barmode="stack", xaxis={"title": "composite (0-1)", "range": [0, 1]},
                    legend={"traceorder": "normal"}, yaxis={"autorange": "reversed"},
                    height=max(340, 160 + 60 * len(runs)))
@@ -122,9 +144,11 @@ def group_charts(runs: list[Run]) -> list[Figure]:
             minus.append(value - interval["ci_lower"] if interval and value is not None else None)
         figure.add_bar(name=text(run.label), x=[f"tier {t}" for t in tiers], y=values,
                        error_y={"type": "data", "array": plus, "arrayminus": minus, "visible": True})
+    title = "chrF++ by difficulty tier, 95% CI within each tier"
     if figure.data:
-        found.append(_figure("by-difficulty", "chrF++ by difficulty tier, 95% CI within each tier", figure,
-                             barmode="group"))
+        found.append(_figure("by-difficulty", title, figure, barmode="group"))
+    else:
+        found.append(_left_out("by-difficulty", title, "no run card has a by_difficulty breakdown"))
     for key, title in (("by_provenance", "Composite by provenance"), ("by_domain", "Composite by domain")):
         figure, notes = go.Figure(), set()
         for run in runs:
@@ -138,12 +162,16 @@ def group_charts(runs: list[Run]) -> list[Figure]:
         if figure.data:
             found.append(_figure(key.replace("_", "-"), title, figure, "; ".join(sorted(notes)) or None,
                                  barmode="group", yaxis={"range": [0, 1]}))
+        else:
+            found.append(_left_out(key.replace("_", "-"), title,
+                                   "; ".join(sorted(notes)) or f"no run card has a {key} breakdown"))
     return found
 
 
 def latency_chart(runs: list[Run]) -> Figure:
     """A histogram of per-entry latencies where the inputs give them, else
-    the card's average, median and 95th percentile."""
+    the card's average, median and 95th percentile; left out when neither is
+    there (plain-text runs have no timings)."""
     figure = go.Figure()
     for run in runs:
         seconds = latencies(run)
@@ -154,23 +182,33 @@ def latency_chart(runs: list[Run]) -> Figure:
                        xaxis={"title": "seconds"}, yaxis={"title": "entries"})
     keys = ("avg_latency_seconds", "median_latency_seconds", "p95_latency_seconds")
     for run in runs:
-        figure.add_bar(name=text(run.label), x=["average", "median", "95th percentile"],
-                       y=[run.scores.get(key) for key in keys])
+        summary = [run.scores.get(key) for key in keys]
+        if any(value is not None for value in summary):
+            figure.add_bar(name=text(run.label), x=["average", "median", "95th percentile"], y=summary)
+    if not figure.data:
+        return _left_out("latency", "Latency (s)", "no latencies: the run cards have no latency summary and no "
+                                                   "predictions file with latency_s was given")
     return _figure("latency", "Latency (s)", figure,
                    "per-entry latencies are not in the run card: its summary is shown", barmode="group")
 
 
 def cost_speed_chart(runs: list[Run]) -> Figure:
-    """Cost per entry, tokens per second and entries per minute, per run."""
-    panels = (("cost per entry (USD)", lambda run: cost_per_entry(run)),
+    """Cost per entry, tokens per second and entries per minute, per run: a
+    panel for each of them some card has."""
+    panels = (("cost per entry (USD)", cost_per_entry),
               ("tokens per second", lambda run: run.scores.get("tokens_per_second")),
               ("entries per minute", lambda run: run.scores.get("entries_per_minute")))
-    figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[title for title, _ in panels])
+    values = [(title, [read(run) for run in runs]) for title, read in panels]
+    shown = [(title, column) for title, column in values if any(value is not None for value in column)]
+    missing = [title for title, column in values if all(value is None for value in column)]
+    if not shown:
+        return _left_out("cost-speed", "Cost and speed", f"no run card has a {_any_of(missing)}")
+    figure = make_subplots(rows=1, cols=len(shown), subplot_titles=[title for title, _ in shown])
     labels = [text(run.label) for run in runs]
-    for column, (title, read) in enumerate(panels, start=1):
-        figure.add_bar(name=title, x=labels, y=[read(run) for run in runs], showlegend=False,
-                       row=1, col=column)
-    return _figure("cost-speed", "Cost and speed", figure)
+    for number, (title, column) in enumerate(shown, start=1):
+        figure.add_bar(name=title, x=labels, y=column, showlegend=False, row=1, col=number)
+    note = f"not drawn, no run card has it: {', '.join(missing)}" if missing else None
+    return _figure("cost-speed", "Cost and speed", figure, note)
 
 
 def quality_cost_scatter(runs: list[Run]) -> Figure | None:
@@ -178,8 +216,11 @@ def quality_cost_scatter(runs: list[Run]) -> Figure | None:
     front (no run both cheaper and better) as a line."""
     placed = [(run, cost_per_entry(run), run.scores.get("composite")) for run in runs]
     placed = [(run, cost, quality) for run, cost, quality in placed if cost is not None and quality is not None]
-    if len(runs) < 2 or not placed:
-        return None
+    title = "Quality against cost (Pareto front: ★)"
+    if len(runs) < 2:
+        return None  # a comparison of runs: nothing to say of one
+    if not placed:
+        return _left_out("quality-cost", title, "no run has both a cost per entry and a composite")
     figure = go.Figure()
     front = pareto_front([(cost, quality) for _, cost, quality in placed])
     for index, (run, cost, quality) in enumerate(placed):
@@ -189,16 +230,16 @@ def quality_cost_scatter(runs: list[Run]) -> Figure | None:
                        mode="lines", line={"dash": "dash", "color": "#444"})
     left_out = len(runs) - len(placed)
     note = f"{left_out} run(s) without a cost or composite are not placed" if left_out else None
-    return _figure("quality-cost", "Quality against cost (Pareto front: ★)", figure, note,
+    return _figure("quality-cost", title, figure, note,
                    xaxis={"title": "cost per entry (USD)"}, yaxis={"title": "composite"})
 
 
 def across_run_figures(runs: list[Run]) -> list[Figure]:
     """Every figure of a report or leaderboard page, in reading order."""
-    figures = [*ci_bar_charts(runs)]
-    for optional in (composite_breakdown(runs), quality_cost_scatter(runs)):
-        if optional is not None:
-            figures.append(optional)
+    figures = [*ci_bar_charts(runs), composite_breakdown(runs)]
+    scatter = quality_cost_scatter(runs)
+    if scatter is not None:
+        figures.append(scatter)
     figures += group_charts(runs)
     figures += [latency_chart(runs), cost_speed_chart(runs)]
     return figures

@@ -81,8 +81,8 @@ def _write(path: Path, template: str, **context) -> None:
 
 
 def _figures(runs: list[Run]) -> list[dict]:
-    return [{"id": f.id, "title": f.title, "note": f.note, "traces": f.traces, "html": Markup(f.html())}
-            for f in across_run_figures(runs)]
+    return [{"id": f.id, "title": f.title, "note": f.note, "drawn": f.drawn, "traces": f.traces,
+             "html": Markup(f.html())} for f in across_run_figures(runs)]
 
 
 def _runs(cards: Sequence[dict], inputs: Sequence[EntryInputs | None] | None) -> list[Run]:
