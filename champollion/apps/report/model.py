@@ -49,6 +49,16 @@ class Run:
         return (self.card.get("dataset") or {}).get("tier") in PRIVATE_TIERS
 
 
+def warnings_by_text(runs: list[Run]) -> list[tuple[str, list[str]]]:
+    """Each distinct warning once, in first-seen order, with the labels of
+    the runs whose cards give it (several runs of one corpus share most)."""
+    found: dict[str, list[str]] = {}
+    for run in runs:
+        for warning in dict.fromkeys(run.card.get("warnings") or []):
+            found.setdefault(warning, []).append(run.label)
+    return list(found.items())
+
+
 def null_reason(card: dict, metric_id: str) -> str | None:
     """The card's warning explaining why `metric_id` is null: the first one
     naming the metric as a word (the composite's coverage line names what

@@ -21,6 +21,7 @@ from champollion.apps.report.model import (
     composite_parts,
     groups,
     score_rows,
+    warnings_by_text,
     worst_entries,
 )
 
@@ -113,7 +114,8 @@ def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | N
     runs = _runs(cards, inputs)
     title = ", ".join(run.label for run in runs)
     _write(Path(path), "report.html.j2", title=f"Run report: {title}", **_sections(runs),
-           worst=[(run, worst_entries(run)) for run in runs], entry_metrics=ENTRY_METRICS)
+           warnings=warnings_by_text(runs), worst=[(run, worst_entries(run)) for run in runs],
+           entry_metrics=ENTRY_METRICS)
 
 
 def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str) -> None:
