@@ -2,6 +2,7 @@
 templates and the figures. Nothing here formats HTML."""
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ SCORE_ROWS = ("composite", "quality_tier", *METRICS)
 WORST_ENTRIES = 20
 # Corpus tiers whose run cards must not show references.
 PRIVATE_TIERS = frozenset({"holdout", "gold"})
+# Texts an entry may carry itself (run cards from this gateway carry none).
+TEXT_FIELDS = ("source", "reference", "prediction", "domain")
 
 
 @dataclass
@@ -47,6 +50,12 @@ class Run:
     @property
     def private_references(self) -> bool:
         return (self.card.get("dataset") or {}).get("tier") in PRIVATE_TIERS
+
+    def texts(self, entry: dict) -> dict:
+        """An entry's texts and facts: the run's files, else what the entry
+        itself carries (cards made elsewhere may keep their texts)."""
+        own = {key: entry[key] for key in TEXT_FIELDS if isinstance(entry.get(key), str)}
+        return {**own, **self.inputs.get(entry["id"], {})}
 
 
 def warnings_by_text(runs: list[Run]) -> list[tuple[str, list[str]]]:
@@ -155,7 +164,7 @@ def groups(run: Run, key: str) -> tuple[dict, str | None]:
     if key != "by_domain":
         return {}, None
     entries = run.card.get("entries") or []
-    domains = [run.inputs.get(entry["id"], {}).get("domain") for entry in entries]
+    domains = [run.texts(entry).get("domain") for entry in entries]
     if not entries:
         return {}, "the run card has no by_domain breakdown and no per-entry results to compute it from"
     if not any(domains):
@@ -249,16 +258,67 @@ def worst_entries(run: Run, count: int = WORST_ENTRIES) -> list[WorstEntry]:
 
     worst = []
     for entry in sorted(entries, key=composite)[:count]:
-        given = run.inputs.get(entry["id"], {})  # cards carry no texts: the run's files do
+        given = run.texts(entry)  # cards carry no texts: the run's files do
         note = None
         reference = given.get("reference")
         if run.private_references:
             reference, note = None, "withheld (private corpus)"
-        elif reference is None:
-            note = "not in the run card"
         worst.append(WorstEntry(
             id=entry["id"], difficulty=entry.get("difficulty"), domain=given.get("domain"),
             source=given.get("source"), reference=reference, reference_note=note,
             prediction=given.get("prediction"), scores=entry.get("scores") or {}, error=entry.get("error"),
         ))
     return worst
+
+
+# Per-entry values the segment table can show and sort by: the composite,
+# then the metric table's order (those some entry has a number for).
+SEGMENT_METRICS = ("composite", *METRICS)
+
+
+def _number(value) -> float | None:
+    """A finite number, else None (JSON has no NaN)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def segment_table(runs: list[Run]) -> dict:
+    """Every entry of every card, the runs side by side: the data the page's
+    script shows, sorts and filters (as JSON; texts stay text there).
+
+    rows: {id, tier, domain, source, reference, outputs: one per run,
+    [prediction, error, values] or None where the run lacks the entry},
+    values in `metrics`' order. Entries are in the first card's order, then
+    those only later cards have."""
+    by_run = [{entry["id"]: entry for entry in run.card.get("entries") or []} for run in runs]
+    order = list(dict.fromkeys(id_ for entries in by_run for id_ in entries))
+    metrics = [m for m in SEGMENT_METRICS
+               if any(_number((entry.get("scores") or {}).get(m)) is not None
+                      for entries in by_run for entry in entries.values())]
+    private = any(run.private_references for run in runs)
+    rows = []
+    for id_ in order:
+        row = {"id": id_, "tier": None, "domain": None, "source": None, "reference": None, "outputs": []}
+        for run, entries in zip(runs, by_run):
+            entry = entries.get(id_)
+            if entry is None:
+                row["outputs"].append(None)
+                continue
+            texts = run.texts(entry)
+            for key, value in (("tier", entry.get("difficulty")), ("domain", texts.get("domain")),
+                               ("source", texts.get("source")), ("reference", texts.get("reference"))):
+                if row[key] is None and value is not None:  # the corpus is shared: the first run that has it
+                    row[key] = value
+            scores = entry.get("scores") or {}
+            row["outputs"].append([texts.get("prediction"), entry.get("error"),
+                                   [_number(scores.get(m)) for m in metrics]])
+        if private:
+            row["reference"] = None
+        rows.append(row)
+    return {
+        "systems": [run.label for run in runs],
+        "metrics": [{"id": m, "lower_is_better": m in METRICS and METRICS[m].lower_is_better} for m in metrics],
+        "reference_note": "withheld (private corpus)" if private else None,
+        "rows": rows,
+    }

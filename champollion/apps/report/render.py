@@ -2,9 +2,11 @@
 plotly.js, no network at view time) through the Jinja2 templates."""
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 
 import jinja2
@@ -21,6 +23,7 @@ from champollion.apps.report.model import (
     composite_parts,
     groups,
     score_rows,
+    segment_table,
     warnings_by_text,
     worst_entries,
 )
@@ -76,6 +79,23 @@ def plotly_js() -> Markup:
     return Markup(source)
 
 
+@lru_cache(maxsize=1)
+def segments_js() -> Markup:
+    """The segment table's script (templates/segments.js), inlined like plotly.js."""
+    source = files("champollion.apps.report").joinpath("templates", "segments.js").read_text(encoding="utf-8")
+    if "</script" in source.lower():
+        raise RuntimeError("segments.js contains a closing script tag; it cannot be inlined")
+    return Markup(source)
+
+
+def script_json(data) -> Markup:
+    """JSON to inline in a <script type="application/json"> element: `<`,
+    `>` and `&` as \\u escapes, so that no text (a prediction holding
+    "</script>") can end the element; JSON.parse reads them back."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
+
+
 def _write(path: Path, template: str, **context) -> None:
     html = environment().get_template(template).render(plotly_js=plotly_js(), **context)
     path.write_text(html, encoding="utf-8")
@@ -113,9 +133,11 @@ def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | N
         raise ValueError("cards: at least one run card is needed")
     runs = _runs(cards, inputs)
     title = ", ".join(run.label for run in runs)
+    segments = segment_table(runs)
     _write(Path(path), "report.html.j2", title=f"Run report: {title}", **_sections(runs),
            warnings=warnings_by_text(runs), worst=[(run, worst_entries(run)) for run in runs],
-           entry_metrics=ENTRY_METRICS)
+           entry_metrics=ENTRY_METRICS, segments=script_json(segments), segment_rows=len(segments["rows"]),
+           segments_js=segments_js())
 
 
 def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str) -> None:
