@@ -191,6 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "domains for the worst entries and the by-domain breakdown (cards do not carry texts)")
     report.add_argument("--predictions", metavar="PREDICTIONS", action="append", default=[],
                         help="a run's predictions file, once per card in the same order: its outputs and latencies")
+    report.add_argument("--src", metavar="SRC.txt", help="plain text instead of --corpus: the sources, one "
+                        "segment a line, line N being entry line-N as `evaluate --src` reads it ('-': stdin)")
+    report.add_argument("--ref", action="append", default=[], metavar="REF.txt",
+                        help="plain text: references, one a line (the first is shown)")
+    report.add_argument("--hyp", action="append", default=[], metavar="HYP.txt",
+                        help="plain text instead of --predictions: a run's translations, one a line, once per card "
+                             "in the same order")
     _add_reading_options(report, json_flag=False)
     report.set_defaults(handler=cmd_report)
 

@@ -50,21 +50,36 @@ def _cards(args, given: list[str]) -> dict[str, dict]:
 
 
 def cmd_report(args) -> int:
-    """An HTML report of one or several run cards (champollion/apps/report)."""
-    from champollion.apps.report import entry_inputs, write_report
+    """An HTML report of one or several run cards (champollion/apps/report),
+    with the texts from the runs' files: JSON (--corpus, --predictions) or
+    plain text as `evaluate` reads it (--src, --ref, --hyp)."""
+    from champollion.apps.report import entry_inputs, plain_text_inputs, unmatched_entries, write_report
 
-    if args.predictions and len(args.predictions) != len(args.cards):
-        raise CliError(f"--predictions: give one file per card ({len(args.cards)}), got {len(args.predictions)}",
+    plain = bool(args.src or args.ref or args.hyp)
+    if plain and (args.corpus or args.predictions):
+        raise CliError("--src/--ref/--hyp replace --corpus and --predictions: give one or the other",
                        EXIT_INVALID_INPUT)
+    flag, per_run = ("--hyp", args.hyp) if plain else ("--predictions", args.predictions)
+    if per_run and len(per_run) != len(args.cards):
+        raise CliError(f"{flag}: give one file per card ({len(args.cards)}), got {len(per_run)}", EXIT_INVALID_INPUT)
     cards = _cards(args, args.cards)
     inputs = None
-    if args.corpus or args.predictions:
-        try:
+    try:
+        if plain:
+            inputs = plain_text_inputs(args.src, args.ref, args.hyp)
+            inputs = inputs * len(args.cards) if len(inputs) == 1 else inputs  # no --hyp: the texts every card shares
+        elif args.corpus or args.predictions:
             corpus = load_corpus(Path(args.corpus)) if args.corpus else None  # read once for every card
             predictions = [load_predictions(Path(p)) for p in args.predictions] or [None] * len(args.cards)
-        except InputError as error:
-            raise CliError(str(error), EXIT_INVALID_INPUT) from None
-        inputs = [entry_inputs(corpus, run) for run in predictions]
+            inputs = [entry_inputs(corpus, run) for run in predictions]
+    except InputError as error:
+        hint = "; for plain text, one segment a line, use --src/--ref/--hyp" if "malformed JSON" in str(error) else ""
+        raise CliError(f"{error}{hint}", EXIT_INVALID_INPUT) from None
+    if plain or args.corpus:  # the files hold every entry: a card they do not fit is the wrong card
+        for text, given in zip(args.cards, inputs):
+            why = unmatched_entries(cards[text], given)
+            if why:
+                raise CliError(f"{text}: {why}", EXIT_INVALID_INPUT)
     write_report([cards[text] for text in args.cards], Path(args.out), inputs=inputs)
     print(f"report of {len(args.cards)} run card(s) written to {args.out}", file=sys.stderr)
     return 0
