@@ -5,8 +5,11 @@ network request refused."""
 from __future__ import annotations
 
 import copy
+import json
+import math
 import os
 import shutil
+import time
 from pathlib import Path
 
 import grpc
@@ -16,9 +19,20 @@ from google.protobuf import json_format
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from champollion.apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
 from champollion.apps.launch.embedded import EmbeddedStack
-from champollion.apps.report import entry_inputs, write_leaderboard_page, write_report
-from champollion.apps.report.model import Run, composite_parts, null_reason, pareto_front
-from tests.conftest import EXAMPLE, evaluate
+from champollion.apps.inputs import InputError
+from champollion.apps.report import entry_inputs, plain_text_inputs, write_leaderboard_page, write_report
+from champollion.apps.report.figures import across_run_figures
+from champollion.apps.report.model import (
+    Run,
+    composite_parts,
+    null_reason,
+    pareto_front,
+    segment_table,
+    warnings_by_text,
+)
+from champollion.apps.report.render import script_json
+from gateway.card.metrics import METRICS
+from tests.conftest import EXAMPLE, evaluate, run_cli
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
@@ -87,6 +101,37 @@ class Opened:
     def assert_clean(self):
         assert self.errors == [], self.errors
         assert self.refused == [], f"requests beyond the file: {self.refused}"
+
+    def bar_axis_starts(self) -> dict[str, list[float]]:
+        """Where each drawn figure's value axes start, for figures of vertical bars."""
+        return self.page.evaluate("""() => Object.fromEntries(
+            Array.from(document.querySelectorAll('.figure .js-plotly-plot'))
+                .filter(plot => plot.data.some(t => (t.type === 'bar' || t.type === 'histogram') && t.orientation !== 'h'))
+                .map(plot => [plot.id, Object.keys(plot._fullLayout).filter(k => /^yaxis\\d*$/.test(k))
+                                           .map(k => plot._fullLayout[k].range[0])]))""")
+
+    def segments(self) -> list[dict]:
+        """The segment table's rows as drawn (the current page)."""
+        return self.page.evaluate("""() => Array.from(document.querySelectorAll('#segment-table tbody tr')).map(tr => ({
+            id: tr.dataset.id,
+            tier: tr.querySelector('td.tier').textContent,
+            domain: tr.querySelector('td.domain').textContent,
+            source: tr.querySelector('td.source').textContent,
+            reference: tr.querySelector('td.reference').textContent,
+            predictions: Array.from(tr.querySelectorAll('td.prediction')).map(td => td.textContent),
+            marked: Array.from(tr.querySelectorAll('td.prediction')).map(
+                td => Array.from(td.querySelectorAll('mark')).map(mark => mark.textContent)),
+            values: Array.from(tr.querySelectorAll('td.value')).map(td => td.textContent),
+            deltas: Array.from(tr.querySelectorAll('td.delta')).map(td => [td.textContent, td.className]),
+        }))""")
+
+    def sort_by(self, key: str) -> None:
+        self.page.locator(f"#segment-table button[data-sort='{key}']").click()
+
+    def timed(self, script: str) -> float:
+        """Milliseconds `script` takes in the page, with the layout it causes."""
+        return self.page.evaluate("() => { const started = performance.now(); " + script
+                                  + "; document.body.offsetHeight; return performance.now() - started; }")
 
 
 @pytest.fixture(scope="module")
@@ -278,3 +323,330 @@ def test_bad_arguments_are_refused(runs, tmp_path):
         write_report([card], tmp_path / "x.html", inputs=[inputs, inputs])
     write_report([card], tmp_path / "ok.html", inputs=[inputs])
     assert card == before  # rendering leaves the card as it was
+
+
+# --- the segment table, plain text, left-out charts -----------------------------------------------
+
+
+def shown_number(text: str) -> float | None:
+    return None if text.startswith("—") else float(text)
+
+
+def assert_shown(text: str, value) -> None:
+    """A value as the page shows it: 4 significant digits."""
+    if value is None:
+        assert text == "—"
+    else:
+        assert shown_number(text) == pytest.approx(value, rel=1e-3, abs=1e-12), (text, value)
+
+
+@pytest.fixture(scope="module")
+def plain_text_run(stack, tmp_path_factory) -> dict:
+    """The example as sacreBLEU-style files and two systems scored from them
+    by `champollion evaluate --src --ref --hyp`: the example's predictions,
+    and the same lower-cased with a hostile first line."""
+    folder = tmp_path_factory.mktemp("plain-text")
+    corpus = load_corpus(EXAMPLE / "corpus.json")
+    outputs = {p.id: p.prediction for p in load_predictions(EXAMPLE / "predictions.jsonl").predictions}
+    lines = {
+        "src": [entry.source for entry in corpus.entries],
+        "ref": [entry.reference for entry in corpus.entries],
+        "hyp1": [outputs.get(entry.id, "") for entry in corpus.entries],
+    }
+    lines["hyp2"] = [HOSTILE] + [text.lower() for text in lines["hyp1"][1:]]
+    files = {}
+    for name, texts in lines.items():
+        files[name] = folder / f"newstest.{name}.txt"
+        files[name].write_text("".join(text + "\n" for text in texts), encoding="utf-8")
+    cards = []
+    for hyp in ("hyp1", "hyp2"):
+        cards.append(folder / f"{hyp}.json")
+        assert run_cli("evaluate", "--src", files["src"], "--ref", files["ref"], "--hyp", files[hyp],
+                       "--source-lang", "eng", "--target-lang", "spa", "--out", cards[-1],
+                       "--gateway", stack.gateway_address) == 0
+    return {"files": files, "lines": lines, "cards": cards,
+            "loaded": [json.loads(card.read_text(encoding="utf-8")) for card in cards]}
+
+
+def test_report_from_plain_text_files_shows_every_segment_side_by_side(cli, plain_text_run, browser, tmp_path):
+    files, lines, (card1, card2) = plain_text_run["files"], plain_text_run["lines"], plain_text_run["loaded"]
+    out = tmp_path / "plain.html"
+    result = cli("report", *plain_text_run["cards"], "--src", files["src"], "--ref", files["ref"],
+                 "--hyp", files["hyp1"], "--hyp", files["hyp2"], "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "<script>window.__xss" not in out.read_text(encoding="utf-8")
+
+    opened = Opened(browser, out)
+    page = opened.page
+    opened.assert_clean()
+    assert page.evaluate("window.__xss") is None and page.title() != "pwned" and page.locator("img").count() == 0
+    count = len(lines["src"])
+    assert page.locator("#seg-count").inner_text() == f"{count} segments"
+
+    # Every segment, in the files' order, with both systems' predictions beside the source and reference.
+    rows = opened.segments()
+    assert [row["id"] for row in rows] == [f"line-{n}" for n in range(1, count + 1)]
+    assert [row["source"] for row in rows] == lines["src"]
+    assert [row["reference"] for row in rows] == lines["ref"]
+    assert [row["predictions"] for row in rows] == [list(pair) for pair in zip(lines["hyp1"], lines["hyp2"])]
+    first = {entry["id"]: entry["scores"] for entry in card1["entries"]}
+    second = {entry["id"]: entry["scores"] for entry in card2["entries"]}
+    for row in rows:  # the cards' per-entry composites, and their difference, coloured by direction
+        assert_shown(row["values"][0], first[row["id"]].get("composite"))
+        assert_shown(row["values"][1], second[row["id"]].get("composite"))
+        delta, classes = row["deltas"][0]
+        a, b = first[row["id"]].get("composite"), second[row["id"]].get("composite")
+        if a is not None and b is not None:
+            assert_shown(delta, b - a)
+            assert ("better" in classes, "worse" in classes) == (b > a, b < a)
+    # Words of the second system's output that the first's lacks are marked; identical outputs are not.
+    for row, (one, two) in zip(rows, zip(lines["hyp1"], lines["hyp2"])):
+        assert bool(row["marked"][1]) == (one != two and bool(two)), row["id"]
+        assert row["marked"][0] == []
+    assert "<script>" in "".join(rows[0]["marked"][1]) and rows[0]["predictions"][1] == HOSTILE
+
+    # Sort by the second system's composite, both ways (nulls last either way), then by the difference.
+    opened.sort_by("value1")
+    values = [shown_number(row["values"][1]) for row in opened.segments()]
+    present = [v for v in values if v is not None]
+    assert present == sorted(present) and values == present + [None] * (len(values) - len(present))
+    assert page.locator("#segment-table th[aria-sort='ascending']").count() == 1
+    opened.sort_by("value1")
+    values = [shown_number(row["values"][1]) for row in opened.segments()]
+    present = [v for v in values if v is not None]
+    assert present == sorted(present, reverse=True) and values[len(present):] == [None] * (len(values) - len(present))
+    opened.sort_by("delta1")
+    deltas = [shown_number(row["deltas"][0][0]) for row in opened.segments()]
+    assert [d for d in deltas if d is not None] == sorted(d for d in deltas if d is not None)
+
+    # Filter by text (any of the texts, any case), and to the rows whose outputs differ.
+    page.fill("#seg-text", "AGUA")
+    expected = {f"line-{n + 1}" for n, texts in enumerate(zip(*lines.values()))
+                if any("agua" in text.lower() for text in texts)}
+    assert expected and {row["id"] for row in opened.segments()} == expected
+    assert page.locator("#seg-count").inner_text() == f"{len(expected)} of {count} segments match"
+    page.fill("#seg-text", "")
+    page.check("#seg-differ")
+    differing = {f"line-{n + 1}" for n, (one, two) in enumerate(zip(lines["hyp1"], lines["hyp2"])) if one != two}
+    assert {row["id"] for row in opened.segments()} == differing
+    # Plain text has no tiers or domains: their filters are off.
+    assert page.locator("#seg-tier").is_disabled() and page.locator("#seg-domain").is_disabled()
+
+    # No timings or costs in plain text: those charts are left out, one line each saying why.
+    figures = opened.figures()
+    assert "latency" not in figures and "cost-speed" not in figures
+    for name in ("latency", "cost-speed"):
+        assert page.locator(f"p.left-out[data-figure='{name}']").count() == 1
+    assert "no latencies" in page.locator("p.left-out[data-figure='latency']").inner_text()
+    # Bars are measured from zero; the 0-1 chart spans 0-1.
+    starts = opened.bar_axis_starts()
+    assert starts and all(start == 0 for axes in starts.values() for start in axes), starts
+    assert page.evaluate("document.getElementById('figure-scores-rate')._fullLayout.yaxis.range") == [0, 1]
+    # Warnings both cards give, once each, naming no system but "all runs".
+    shared = set(card1["warnings"]) & set(card2["warnings"])
+    items = page.locator("#warnings li").all_inner_texts()
+    assert len(items) == len(set(card1["warnings"]) | set(card2["warnings"]))
+    for warning in shared:
+        assert [item for item in items if item.startswith(warning)] == [f"{warning} — all runs"]
+    page.locator("#segments").scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "report-segments.png"))
+    page.close()
+
+
+def test_segment_table_filters_by_tier_and_domain_and_follows_the_metrics_direction(runs, browser, tmp_path):
+    names = ("mini", "cheap", "hostile")  # as they are, lower-cased, and with a hostile es-001
+    cards, inputs = zip(*(runs[name] for name in names))
+    path = tmp_path / "three.html"
+    write_report(list(cards), path, inputs=list(inputs))
+    opened = Opened(browser, path)
+    page = opened.page
+    opened.assert_clean()
+    tiers = {entry["id"]: entry["difficulty"] for entry in cards[0]["entries"]}
+    domains = {id_: fields["domain"] for id_, fields in inputs[0].items()}
+    assert len(opened.segments()) == len(tiers)
+
+    page.select_option("#seg-tier", "4")
+    assert {row["id"] for row in opened.segments()} == {id_ for id_, tier in tiers.items() if tier == 4}
+    page.select_option("#seg-domain", "health")
+    both = {id_ for id_, tier in tiers.items() if tier == 4 and domains[id_] == "health"}
+    assert {row["id"] for row in opened.segments()} == both
+    page.select_option("#seg-tier", "")
+    assert {row["id"] for row in opened.segments()} == {id_ for id_, domain in domains.items() if domain == "health"}
+    assert all(row["domain"] == "health" for row in opened.segments())
+    page.select_option("#seg-domain", "")
+
+    # Sortable by any metric; a difference is better or worse by the metric's direction (TER: lower is better).
+    scores = [{entry["id"]: entry["scores"] for entry in card["entries"]} for card in cards]
+    for metric in ("chrf_plus_plus", "ter"):
+        page.select_option("#seg-metric", label=metric)
+        assert page.locator("#segment-table thead").inner_text().count(metric) == 2 * len(cards) - 1
+        opened.sort_by("id")  # so that the next click sorts ascending
+        opened.sort_by("value1")
+        rows = opened.segments()
+        values = [shown_number(row["values"][1]) for row in rows]
+        assert values == sorted(values)  # no nulls here
+        worse = set()
+        for row in rows:
+            for run in (1, 2):
+                assert_shown(row["values"][run], scores[run][row["id"]][metric])
+                change = scores[run][row["id"]][metric] - scores[0][row["id"]][metric]
+                better = change < 0 if METRICS[metric].lower_is_better else change > 0
+                classes = row["deltas"][run - 1][1]
+                assert ("better" in classes, "worse" in classes) == (better, change != 0 and not better)
+                if "worse" in classes:
+                    worse.add((run, row["id"]))
+        assert (2, "es-001") in worse  # the hostile output is worse by either metric
+    # The lower-cased outputs: exactly the words with capitals are marked.
+    for row in opened.segments():
+        one, two = row["predictions"][:2]
+        assert row["marked"][1] == [word for word, old in zip(two.split(), one.split()) if word != old]
+    page.close()
+
+
+def _big_card(card: dict, inputs: dict, count: int) -> tuple[dict, dict]:
+    """`card` with `count` entries: its scored entries over and over under new ids, with their texts."""
+    entries, big, texts = card["entries"], copy.deepcopy(card), {}
+    big["entries"] = []
+    for n in range(count):
+        entry = copy.deepcopy(entries[n % len(entries)])
+        texts[f"{entry['id']}#{n}"] = {**inputs[entry["id"]], "source": f"{n}: {inputs[entry['id']]['source']}"}
+        entry["id"] = f"{entry['id']}#{n}"
+        big["entries"].append(entry)
+    return big, texts
+
+
+def test_segment_table_of_2000_entries_stays_quick(runs, browser, tmp_path):
+    """2,000 entries of two runs: a page of rows is drawn, and sorting,
+    filtering and paging each take well under a second in Chromium."""
+    count = 2000
+    (mini, mini_inputs), (cheap, cheap_inputs) = runs["mini"], runs["cheap"]
+    cards, inputs = zip(_big_card(mini, mini_inputs, count), _big_card(cheap, cheap_inputs, count))
+    path = tmp_path / "big.html"
+    started = time.perf_counter()
+    write_report(list(cards), path, inputs=list(inputs))
+    written = time.perf_counter() - started
+    opened = Opened(browser, path)
+    page = opened.page
+    opened.assert_clean()
+    assert page.locator("#seg-count").inner_text() == f"{count} segments"
+    assert page.locator("#segment-table tbody tr").count() == 50  # one page of DOM, not 2,000 rows
+    timings = {
+        "parse": page.evaluate("() => { const t = performance.now(); "
+                               "JSON.parse(document.getElementById('segment-data').textContent); "
+                               "return performance.now() - t; }"),
+        "sort": opened.timed("document.querySelector(\"#segment-table button[data-sort='delta1']\").click()"),
+        "filter": opened.timed("const box = document.getElementById('seg-text'); box.value = 'salud';"
+                               "box.dispatchEvent(new Event('input'))"),
+        "clear": opened.timed("const box = document.getElementById('seg-text'); box.value = '';"
+                              "box.dispatchEvent(new Event('input'))"),
+        "next page": opened.timed("document.getElementById('seg-next').click()"),
+    }
+    print(f"2,000 entries x 2 runs: written in {written:.2f} s; in the page (ms): {timings}")
+    assert all(ms < 1000 for ms in timings.values()), timings
+    deltas = [shown_number(row["deltas"][0][0]) for row in opened.segments()]
+    assert page.locator("#seg-page").inner_text().startswith(f"rows 51–100 of {count}")
+    assert [d for d in deltas if d is not None] == sorted(d for d in deltas if d is not None)
+    page.close()
+
+
+def test_plain_text_inputs_read_as_evaluate_reads_them(tmp_path):
+    src, ref, hyp1, hyp2 = (tmp_path / name for name in ("src", "ref", "hyp1", "hyp2"))
+    src.write_text("one  \ntwo\n", encoding="utf-8")  # trailing whitespace stripped, as sacreBLEU does
+    ref.write_text("uno\ndos\n", encoding="utf-8")
+    hyp1.write_text("uno\n\n", encoding="utf-8")  # a blank line is an empty output
+    hyp2.write_text("un\ndeux\n", encoding="utf-8")
+    first, second = plain_text_inputs(str(src), [str(ref)], [str(hyp1), str(hyp2)])
+    assert first == {"line-1": {"source": "one", "reference": "uno", "prediction": "uno"},
+                     "line-2": {"source": "two", "reference": "dos", "prediction": ""}}
+    assert second["line-2"] == {"source": "two", "reference": "dos", "prediction": "deux"}
+    assert plain_text_inputs(str(src), [], []) == [{"line-1": {"source": "one"}, "line-2": {"source": "two"}}]
+    hyp2.write_text("un\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"different numbers of lines \(.*src: 2, .*hyp2: 1\)"):
+        plain_text_inputs(str(src), [str(ref)], [str(hyp1), str(hyp2)])
+    with pytest.raises(InputError, match="standard input"):
+        plain_text_inputs("-", [], ["-"])
+
+
+def test_report_command_refuses_files_that_are_not_the_cards(cli, plain_text_run, example_card_path, tmp_path):
+    files, cards = plain_text_run["files"], plain_text_run["cards"]
+    out = tmp_path / "r.html"
+    cases = {
+        # Plain text given as JSON: the error says which flags read it.
+        ("--corpus", files["src"]): "malformed JSON: Expecting value; for plain text, one segment a line, use --src/--ref/--hyp",
+        ("--src", files["src"], "--predictions", files["hyp1"]): "--src/--ref/--hyp replace --corpus and --predictions",
+        ("--hyp", files["hyp1"], "--hyp", files["hyp2"]): "--hyp: give one file per card (1), got 2",
+    }
+    for flags, message in cases.items():
+        result = cli("report", cards[0], *flags, "-o", out)
+        assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    # A card of the JSON corpus (ids es-001...) with plain text (line-1...), and a file one line short.
+    result = cli("report", example_card_path, "--src", files["src"], "-o", out)
+    assert result.exit_code == 2 and "36 of its 36 entries (e.g. 'es-001') are not in the given files" in result.stderr
+    short = tmp_path / "short.txt"
+    short.write_text("".join(line + "\n" for line in plain_text_run["lines"]["hyp1"][:-1]), encoding="utf-8")
+    result = cli("report", cards[0], "--src", files["src"], "--hyp", short, "-o", out)
+    assert result.exit_code == 2 and "different numbers of lines" in result.stderr
+    assert not out.exists()
+
+
+@pytest.fixture
+def example_card_path(runs, tmp_path) -> Path:
+    path = tmp_path / "example-card.json"
+    path.write_text(json.dumps(runs["mini"][0]), encoding="utf-8")
+    return path
+
+
+def test_warnings_are_listed_once_with_the_runs_they_concern(runs):
+    card, _ = runs["mini"]
+    other = {**copy.deepcopy(card), "run_id": "1" * 32, "warnings": ["only here", *card["warnings"][:1]]}
+    found = dict(warnings_by_text([Run(card), Run(other)]))
+    labels = [Run(card).label, Run(other).label]
+    assert list(found) == [*dict.fromkeys(card["warnings"]), "only here"]
+    assert found[card["warnings"][0]] == labels and found["only here"] == labels[1:]
+    assert all(found[warning] == labels[:1] for warning in card["warnings"][1:])
+
+
+def test_segment_table_joins_the_runs_entries(runs):
+    card, inputs = runs["mini"]
+    first = card["entries"][0]["id"]
+    later = copy.deepcopy(card)
+    later["entries"] = later["entries"][1:] + [{"id": "extra", "scores": {"composite": math.nan}, "difficulty": 2,
+                                               "source": "own source", "prediction": "own output"}]
+    table = segment_table([Run(card, inputs), Run(later)])
+    rows = {row["id"]: row for row in table["rows"]}
+    assert [row["id"] for row in table["rows"]] == [entry["id"] for entry in card["entries"]] + ["extra"]
+    assert rows[first]["outputs"][1] is None  # not in the second run
+    assert rows[first]["source"] == inputs[first]["source"] and rows[first]["domain"] == inputs[first]["domain"]
+    # An entry's own texts where no file gives them; NaN is no number.
+    assert rows["extra"]["source"] == "own source" and rows["extra"]["outputs"][1][0] == "own output"
+    composite = [metric["id"] for metric in table["metrics"]].index("composite")
+    assert rows["extra"]["outputs"][1][2][composite] is None and rows["extra"]["tier"] == 2
+    assert {metric["id"] for metric in table["metrics"]} <= {"composite", *METRICS}
+    assert {m["id"]: m["lower_is_better"] for m in table["metrics"]}["ter"] is True
+    # A private corpus's references are never put in the page.
+    holdout = copy.deepcopy(card)
+    holdout["dataset"]["tier"] = "holdout"
+    table = segment_table([Run(holdout, inputs)])
+    assert all(row["reference"] is None for row in table["rows"]) and table["reference_note"]
+
+
+def test_inline_json_cannot_end_its_script_element():
+    text = str(script_json({"prediction": "</script><script>alert(1)</script> & <!--"}))
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"prediction": "</script><script>alert(1)</script> & <!--"}
+
+
+def test_charts_without_data_are_left_out_with_the_reason(runs):
+    card, _ = runs["mini"]
+    bare = copy.deepcopy(card)
+    bare["totals"]["cost_per_entry_usd"] = None
+    for key in ("tokens_per_second", "avg_latency_seconds", "median_latency_seconds", "p95_latency_seconds",
+                "by_provenance"):
+        bare["scores"][key] = None
+    figures = {figure.id: figure for figure in across_run_figures([Run(bare)])}
+    assert not figures["latency"].drawn and "no latencies" in figures["latency"].note
+    assert not figures["by-provenance"].drawn and figures["by-provenance"].note == "no run card has a by_provenance breakdown"
+    # Only the panel with data: entries per minute.
+    assert figures["cost-speed"].drawn and figures["cost-speed"].traces == 1
+    assert figures["cost-speed"].note == "not drawn, no run card has it: cost per entry (USD), tokens per second"
+    assert "quality-cost" not in figures  # one run: nothing to set it against
