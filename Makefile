@@ -17,16 +17,19 @@ EXTRA_APT_PACKAGES ?=
 STORE_APT_PACKAGES = postgresql  # the run store's tests start a throw-away server (tests/postgres.py)
 REPORT_APT_PACKAGES = chromium   # the HTML report's tests open it in headless Chromium (tests/test_report.py)
 NATIVE_APT_PACKAGES = g++        # builds the compiled sacreBLEU statistics (setup.py)
-APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(REPORT_APT_PACKAGES) $(NATIVE_APT_PACKAGES) $(EXTRA_APT_PACKAGES)
+ICU_APT_PACKAGES = libicu-dev pkg-config  # PyICU (the [icu] extra) builds against them
+APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(REPORT_APT_PACKAGES) $(NATIVE_APT_PACKAGES) \
+	$(ICU_APT_PACKAGES) $(EXTRA_APT_PACKAGES)
 FST_DIR ?= build/fst
 NATIVE_STAMP := build/.native
+ICU_STAMP := $(VENV)/.icu
 FST_STAMP := $(FST_DIR)/.built
 FST_SOURCES := services/structural/build_analyzers.sh services/structural/analyzer_builds.py \
 	$(wildcard language_cards/*.yaml) $(wildcard eval_standards/*/analyzer/*)
 
 .PHONY: install proto run test bench clean system-packages fst
 
-install: $(STAMP) $(STUBS) $(FST_STAMP) $(NATIVE_STAMP)
+install: $(STAMP) $(STUBS) $(FST_STAMP) $(NATIVE_STAMP) $(ICU_STAMP)
 
 # Installs the Debian packages that are missing (as root), or says which to install.
 system-packages: $(STAMP)
@@ -62,6 +65,13 @@ $(NATIVE_STAMP): setup.py champollion/core/native/stats.cpp | $(STAMP)
 	$(MAKE) system-packages
 	$(BIN)/pip install --quiet --no-deps -e .
 	mkdir -p $(dir $@) && touch $@
+
+# PyICU (CLDR's quotation marks for generic language cards) builds against
+# Debian's libicu-dev, so it is installed once the Debian packages are.
+$(ICU_STAMP): pyproject.toml | $(STAMP)
+	$(MAKE) system-packages
+	$(BIN)/pip install --quiet -e ".[icu]"
+	touch $@
 
 # Stubs are generated into champollion/eval/v1 (git-ignored), importable as
 # champollion.eval.v1.<name>_pb2.

@@ -5,9 +5,15 @@ model support) is read from a card, so adding a language is a data change.
 Each file is checked against ``language_cards/card.schema.json`` when loaded
 and becomes a typed, frozen ``LanguageCard``. The format is documented in
 ``language_cards/README.md``.
+
+A language is named by any tag ``champollion.core.language_tags`` reads;
+``CardRegistry.resolve`` gives its card (the written one, else a generic
+card: ``champollion.core.generic_cards``) and its canonical tag,
+``<ISO 639-3 code>_<ISO 15924 script>`` (``fra_Latn``, ``zho_Hant``).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -18,6 +24,13 @@ from typing import Any
 import jsonschema
 import yaml
 
+from champollion.core.language_tags import (
+    InvalidLanguageTag,
+    LanguageTag,
+    likely_script,
+    parse_tag,
+    script_implied_by_region,
+)
 from champollion.core.scripts import TRANSLITERATORS, ScriptSettings, base_script
 
 DEFAULT_CARDS_DIR = Path(__file__).resolve().parents[2] / "language_cards"
@@ -26,7 +39,15 @@ SCHEMA_PATH = DEFAULT_CARDS_DIR / "card.schema.json"
 
 
 class UnknownLanguage(KeyError):
-    """No card declares this language code (or alias)."""
+    """A language tag that names no language a card can be had for; the
+    message (``str``) says why and suggests valid tags."""
+
+    def __init__(self, tag: str, reason: str):
+        super().__init__(tag)
+        self.tag, self.reason = tag, reason
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class InvalidCard(ValueError):
@@ -129,6 +150,14 @@ class LanguageCard:
     lexicon: LexiconSettings = LexiconSettings()
     eval_metrics: tuple[str, ...] = ()
     model_support: ModelSupport = ModelSupport()
+    # None for a written card; for a generic one, how it was built
+    # (`generic (CLDR ...)`) and what a run scored with it should warn of.
+    generic: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return "written" if self.generic is None else "generic"
 
     @property
     def profile(self) -> str:
@@ -238,13 +267,34 @@ def card_from_mapping(data: dict[str, Any], origin: str) -> LanguageCard:
     )
 
 
+def base_script(script: str) -> str:
+    """The ISO 15924 code of a card's script entry (`Latn-SRO` -> `Latn`)."""
+    return script.split("-", 1)[0]
+
+
+def canonical_tag(code: str, script: str) -> str:
+    """The one form a run card records a language in: `fra_Latn`."""
+    return f"{code}_{script}"
+
+
+@dataclass(frozen=True)
+class Language:
+    """A language as a run names it: the card it is scored with, the script
+    (given or implied) and the canonical tag, `<card code>_<script>`."""
+    tag: str
+    script: str
+    card: LanguageCard
+
+
 class CardRegistry:
-    """All cards of one directory, looked up by ISO 639-3 code or alias."""
+    """All cards of one directory, looked up by any language tag; a language
+    without a written card gets a generic one."""
 
     def __init__(self, directory: Path | str):
         self.directory = Path(directory)
         self._cards: dict[str, LanguageCard] = {}
-        self._by_name: dict[str, LanguageCard] = {}
+        # ISO 639-3 code (the code's own, and each alias's) -> card.
+        self._by_code: dict[str, LanguageCard] = {}
         for path in sorted(self.directory.glob("*.yaml")):
             with path.open(encoding="utf-8") as handle:
                 try:
@@ -255,20 +305,101 @@ class CardRegistry:
             if path.stem != card.code:
                 raise InvalidCard(f"{path}: code: file name must be the card's code ({card.code})")
             self._cards[card.code] = card
-            for name in (card.code, *card.aliases):
-                self._by_name[name.lower()] = card
+            self._index(card, path)
+
+    def _index(self, card: LanguageCard, path: Path) -> None:
+        """Files the card under the ISO 639-3 code its code and each alias
+        read as; refuses a code that is not the 639-3 form of itself, an
+        alias that is no language tag, and a code two cards claim."""
+        for field, name in (("code", card.code), *((f"aliases[{i}]", a) for i, a in enumerate(card.aliases))):
+            try:
+                code = parse_tag(name).alpha3
+            except InvalidLanguageTag as error:
+                raise InvalidCard(f"{path}: {field}: {error}") from None
+            if field == "code" and code != card.code:
+                raise InvalidCard(f"{path}: code: {card.code!r} reads as {code!r} (ISO 639-3, CLDR's aliases): "
+                                  f"name the card {code}")
+            other = self._by_code.get(code)
+            if other is not None and other is not card:
+                raise InvalidCard(f"{path}: {field}: {name!r} names {code}, which {other.code}.yaml claims too")
+            self._by_code[code] = card
+
+    def _known(self) -> tuple[str, ...]:
+        return tuple(name for card in self._cards.values() for name in (card.code, *card.aliases))
+
+    def resolve(self, text: str) -> Language:
+        """The card and canonical tag of a language tag; raises UnknownLanguage.
+
+        The script is the tag's own; else the one its region implies where
+        that is not the language's usual one (`zh-TW`: Hant); else the
+        card's first (a written card's) or CLDR's likely script (a generic
+        card's). A written card refuses a script it does not declare."""
+        return _resolved(self, text)
+
+    def _resolve(self, text: str) -> Language:
+        try:
+            tag = parse_tag(text, self._known())
+        except InvalidLanguageTag as error:
+            raise UnknownLanguage(text, f"unknown language tag {error}") from None
+        written = self._by_code.get(tag.alpha3)
+        script = tag.script or script_implied_by_region(tag)
+        if written is not None:
+            declared = [base_script(entry) for entry in written.scripts]
+            if script is not None and script not in declared:
+                if tag.script is not None:
+                    raise UnknownLanguage(text, f"{text!r}: the {written.code} card (language_cards/"
+                                                f"{written.code}.yaml) declares script {', '.join(declared)}, not "
+                                                f"{script}; use {written.code} or "
+                                                f"{', '.join(canonical_tag(written.code, s) for s in declared)}")
+                script = None  # a region's usual script the card does not write: the card's own
+            script = script or declared[0]
+            return Language(tag=canonical_tag(written.code, script), script=script, card=written)
+        script = script or likely_script(tag.language)
+        if script is None:
+            raise UnknownLanguage(text, f"{text!r}: no language card for {tag.alpha3}, and CLDR knows no script "
+                                        f"for it: give one ({tag.alpha3}_Latn, ...) or add language_cards/"
+                                        f"{tag.alpha3}.yaml")
+        return Language(tag=canonical_tag(tag.alpha3, script), script=script,
+                        card=_generic(tag.alpha3, tag.language, script))
 
     def get(self, code: str) -> LanguageCard:
-        try:
-            return self._by_name[code.lower()]
-        except KeyError:
-            raise UnknownLanguage(code) from None
+        """The card a language tag is scored with; raises UnknownLanguage."""
+        return self.resolve(code).card
 
     def __contains__(self, code: str) -> bool:
-        return code.lower() in self._by_name
+        try:
+            self.resolve(code)
+        except UnknownLanguage:
+            return False
+        return True
 
     def cards(self) -> list[LanguageCard]:
+        """The written cards."""
         return list(self._cards.values())
+
+    @staticmethod
+    def generic_description() -> str:
+        """How a language without a written card is scored."""
+        from champollion.core.generic_cards import describe_generic_cards
+        return describe_generic_cards()
+
+
+@lru_cache(maxsize=4096)
+def _resolved(registry: CardRegistry, text: str) -> Language:
+    return registry._resolve(text)
+
+
+@lru_cache(maxsize=1024)
+def _generic(code: str, language: str, script: str) -> LanguageCard:
+    """The generic card of (`code`, `script`), built once: every tag naming
+    them gets the same card object."""
+    # Imported here: reading the written cards (e.g. `make fst`'s analyzer
+    # list) needs neither sacreBLEU nor the sentence encoder.
+    from champollion.core.generic_cards import generic_card
+    tag = LanguageTag(typed=code, language=language, alpha3=code, script=script, region=None)
+    built = generic_card(tag, script, canonical_tag(code, script))
+    card = card_from_mapping(built.mapping, f"generic card of {canonical_tag(code, script)}")
+    return dataclasses.replace(card, generic=built.origin, notes=built.notes)
 
 
 @lru_cache(maxsize=None)

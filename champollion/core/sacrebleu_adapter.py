@@ -50,6 +50,19 @@ def build_metric(metric_id: str, bleu_tokenizer: str = "13a", ter_asian_support:
     raise KeyError(f"not a sacreBLEU metric: {metric_id}")
 
 
+# `--ter-asian-support` is off unless given: `-l SRC-TGT` does not set it.
+CLI_TER_ASIAN_SUPPORT = False
+
+
+def cli_bleu_tokenizer(target_language: str) -> str:
+    """The BLEU tokenizer sacreBLEU's CLI picks for `-l SRC-TGT` when TGT is
+    `target_language` (as `-l` is written: ISO 639-1 where the language has
+    a code there): BLEU's own language map (`zh`, `ja-mecab`, `ko-mecab`),
+    else its default, `13a`. Read from sacreBLEU's class rather than by
+    building a metric, which would load MeCab."""
+    return BLEU._TOKENIZER_MAP.get(target_language, BLEU.TOKENIZER_DEFAULT)
+
+
 def native_statistics_enabled() -> bool:
     """Whether segment statistics come from the compiled module (read on
     every call, so tests can compare both paths)."""
