@@ -77,9 +77,7 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
         try:
             batch_context = self._context_for(request)
         except UnknownLanguage as error:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"unknown language code: {error.args[0]!r}"
-            )
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"language: {error}")
         served = self.scorer.languages()
         if served and batch_context.target.code not in served:
             await context.abort(

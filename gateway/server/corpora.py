@@ -14,11 +14,11 @@ from typing import AsyncIterator, Awaitable, Callable
 import grpc
 from google.protobuf import json_format
 
-from champollion.core.cards import CardRegistry
+from champollion.core.cards import CardRegistry, UnknownLanguage
 from champollion.eval.v1 import gateway_pb2
 from gateway.server import auth
 from gateway.server.validation import InvalidRun, check_entry, check_header
-from gateway.store import RunStore
+from gateway.store import RunStore, UnknownCorpus
 from gateway.store.corpora import TIERS
 
 Stored = Callable[[object, Callable[[RunStore], object]], Awaitable]
@@ -114,15 +114,38 @@ async def register_corpus(parts: AsyncIterator, context, cards: CardRegistry, st
     await _check_tier(context, first.tier)
     await authorize(context, "register_corpus", first.tier)
     try:
-        check_header(gateway_pb2.EvaluateRequest(corpus=gateway_pb2.Corpus(
+        languages = check_header(gateway_pb2.EvaluateRequest(corpus=gateway_pb2.Corpus(
             source_lang=header.source_lang, target_lang=header.target_lang)), cards)
         entries = await _entries(first, parts)
     except InvalidRun as error:
         await _invalid(context, str(error))
-    corpus = {"id": header.id, "source_lang": header.source_lang, "target_lang": header.target_lang,
+    # Stored as canonical tags, as a run card records them.
+    corpus = {"id": header.id, "source_lang": languages.source.tag, "target_lang": languages.target.tag,
               "entries": entries}
-    info = await stored(context, lambda store: store.register_corpus(corpus, first.tier, first.new_version))
+
+    def register(store: RunStore) -> dict:
+        _keep_stored_spelling(store, corpus, cards)
+        return store.register_corpus(corpus, first.tier, first.new_version)
+
+    info = await stored(context, register)
     return info_message(info)
+
+
+def _keep_stored_spelling(store: RunStore, corpus: dict, cards: CardRegistry) -> None:
+    """A corpus registered before languages were stored as canonical tags
+    (`eng` for `eng_Latn`) keeps its spelling where it names the same
+    language, so that the same corpus is not taken for other content."""
+    try:
+        latest = store.corpus_info(corpus["id"], None)
+    except UnknownCorpus:
+        return
+    for name in ("source_lang", "target_lang"):
+        try:
+            same = cards.resolve(latest[name]).tag == corpus[name]
+        except UnknownLanguage:
+            same = False
+        if same:
+            corpus[name] = latest[name]
 
 
 async def list_corpora(context, stored: Stored) -> gateway_pb2.ListCorporaResponse:

@@ -24,6 +24,7 @@ from gateway.card.composite import Composite, compute_composite, entry_composite
 from gateway.card.corpus import corpus_values, family_scores
 from gateway.card.costs import compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
 from gateway.card.identity import run_fingerprint
+from gateway.card.languages import SIGNATURE_KEY, language_card_notes
 from gateway.card.metrics import FAMILIES, FAMILY_SCORE_KEYS, WEIGHTS
 from gateway.server.config import GatewayConfig
 from gateway.server.fanout import FamilyClient, FanOut
@@ -120,10 +121,13 @@ async def evaluate(
 
     seed = header.options.seed if header.options.HasField("seed") else DEFAULT_SEED
     resamples = header.options.bootstrap_resamples or DEFAULT_RESAMPLES
-    warnings = _family_warnings(clients, fan_out.failures, unrouted, fan_out.slow)
+    language_warnings, language_signature = language_card_notes(intake.run.source, intake.run.target)
+    warnings = language_warnings + _family_warnings(clients, fan_out.failures, unrouted, fan_out.slow)
     # Everything below is CPU-bound: off the event loop, which in the
     # embedded stack also serves the families.
     merged = await asyncio.to_thread(merge_statistics, spill, answered, intake.tally.total)
+    if language_signature is not None:
+        merged.signatures[SIGNATURE_KEY] = language_signature
     warnings += merged.warnings
     drop_equivalence = merged.sources.get("equivalent_match_rate") == "surface" and not intake.tally.any_variants
     if drop_equivalence:
@@ -141,7 +145,7 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
                    seed: int, resamples: int) -> tuple[dict, Composite]:
     tally = intake.tally
     values = corpus_values(merged.stats, labels=merged.labels)
-    profile = intake.run.target.profile
+    profile = intake.run.target.card.profile
     composite = compute_composite(values, profile)
     coverage_warning = _coverage_warning(composite)
     if coverage_warning:

@@ -114,6 +114,9 @@ class RunIntake:
         self._max_text_chars = max_text_chars
         self.header = gateway_pb2.EvaluateRequest()
         self.header.CopyFrom(first_part)
+        # The languages as the run card and the families read them: canonical tags.
+        self.header.corpus.source_lang = self.run.source.tag
+        self.header.corpus.target_lang = self.run.target.tag
         del self.header.corpus.entries[:]
         del self.header.predictions[:]
         self.tally = RunTally(usage=UsageTally(pricing_of(first_part.meta)))

@@ -20,12 +20,13 @@ import grpc
 import structlog
 from google.protobuf import json_format
 
+from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import gateway_pb2
 from champollion.core.tiers import is_secret
 from gateway.card.redaction import corpus_level
 from gateway.server.auth import MAINTAINER, may_use_tier
 from gateway.server.stored_runs import GatewayStore, one_line
-from gateway.server.validation import InvalidRun, check_prediction, header_fields_in
+from gateway.server.validation import InvalidRun, check_language, check_prediction, header_fields_in
 from gateway.store import InvalidQuery, StoreError, UnknownCorpus
 
 log = structlog.get_logger()
@@ -82,12 +83,17 @@ def _check_first_part(part: gateway_pb2.EvaluateRequest) -> None:
         raise InvalidRun("corpus.id", f"{part.corpus.id!r} is not corpus_ref.id {part.corpus_ref.id!r}; leave it empty")
 
 
-def _check_languages(part: gateway_pb2.EvaluateRequest, corpus: dict) -> None:
+def _check_languages(part: gateway_pb2.EvaluateRequest, corpus: dict, cards: CardRegistry) -> None:
+    """Languages sent with a registered corpus must name its own (in any
+    spelling: `fr` for `fra_Latn`)."""
     for name in ("source_lang", "target_lang"):
         sent = getattr(part.corpus, name)
-        if sent and sent != corpus[name]:
-            raise InvalidRun(f"corpus.{name}", f"{sent!r}, but registered corpus {corpus['id']!r} has "
-                                               f"{corpus[name]!r}; leave it empty")
+        if not sent:
+            continue
+        field = f"corpus.{name}"
+        if check_language(cards, sent, field).tag != check_language(cards, corpus[name], field).tag:
+            raise InvalidRun(field, f"{sent!r}, but registered corpus {corpus['id']!r} has "
+                                    f"{corpus[name]!r}; leave it empty")
 
 
 def _header(first_part: gateway_pb2.EvaluateRequest, corpus: dict) -> gateway_pb2.EvaluateRequest:
@@ -182,7 +188,8 @@ async def _stored_parts(store: GatewayStore, corpus: dict, first_part, later_par
 
 
 async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: AsyncIterator,
-                         store: GatewayStore | None, role: str) -> RegisteredRun | None:
+                         store: GatewayStore | None, role: str,
+                         cards: CardRegistry | None = None) -> RegisteredRun | None:
     """The run as the intake takes it when `first_part` names a registered
     corpus (None when it does not). Raises InvalidRun on bad input and
     CorpusRefused (NOT_FOUND, PERMISSION_DENIED, UNAVAILABLE) when the
@@ -198,7 +205,7 @@ async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: A
     if not may_use_tier(role, corpus["tier"]):
         raise CorpusRefused(grpc.StatusCode.PERMISSION_DENIED,
                             f"corpus_ref: corpus {corpus['id']!r} is {corpus['tier']}: only maintainers may run it")
-    _check_languages(first_part, corpus)
+    _check_languages(first_part, corpus, cards or default_registry())
     return RegisteredRun(corpus, _header(first_part, corpus), _stored_parts(store, corpus, first_part, later_parts))
 
 

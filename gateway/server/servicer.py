@@ -91,11 +91,11 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         registered = None
         try:
             # A run on a registered corpus: the stored entries with the client's predictions.
-            registered = await registered_run(first_part, later_parts, self.store, caller_role(context))
+            registered = await registered_run(first_part, later_parts, self.store, caller_role(context), self.cards)
             if registered is not None:
                 first_part, later_parts = registered.header, registered.parts
             intake = RunIntake(first_part, self.cards, spill, self.config.max_text_chars)
-            clients, unrouted = self.clients_for(intake.run.target.code)
+            clients, unrouted = self.clients_for(intake.run.target.card.code)
             scored = await evaluate(intake, later_parts, self.config, clients, unrouted, spill, on_progress,
                                     expected_entries=registered.corpus["entries"] if registered else 0)
         except InvalidRun as error:
@@ -313,10 +313,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 families.append(status)
         languages = [
             gateway_pb2.LanguageInfo(code=c.code, name=c.name, profile=c.profile,
-                                     bleu_tokenizer=c.surface.bleu_tokenizer)
+                                     bleu_tokenizer=c.surface.bleu_tokenizer, aliases=list(c.aliases),
+                                     scripts=list(c.scripts))
             for c in self.cards.cards()
         ]
-        return gateway_pb2.GatewayDescription(version=__version__, families=families, languages=languages)
+        return gateway_pb2.GatewayDescription(version=__version__, families=families, languages=languages,
+                                              generic_card=self.cards.generic_description())
 
 
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from google.protobuf import json_format
 
-from champollion.core.cards import CardRegistry, LanguageCard, UnknownLanguage
+from champollion.core.cards import CardRegistry, Language, UnknownLanguage
+from champollion.core.language_tags import LANGUAGES_HINT
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.costs import parse_timestamp
 from champollion.core.limits import (DEFAULT_MAX_TEXT_CHARS, MAX_ID_CHARS, MAX_LANGUAGE_CHARS, MAX_REFERENCES,
@@ -32,8 +33,9 @@ class InvalidRun(ValueError):
 
 @dataclass(frozen=True)
 class ValidatedRun:
-    source: LanguageCard
-    target: LanguageCard
+    # Each side's card and canonical tag (champollion.core.cards.Language).
+    source: Language
+    target: Language
 
 
 def _finite_non_negative(value: float, field: str, entry_id: str | None = None) -> None:
@@ -43,15 +45,17 @@ def _finite_non_negative(value: float, field: str, entry_id: str | None = None) 
         raise InvalidRun(field, f"must not be negative, got {value}", entry_id)
 
 
-def _language(cards: CardRegistry, code: str, field: str) -> LanguageCard:
+def check_language(cards: CardRegistry, code: str, field: str) -> Language:
+    """A language tag in any common form (champollion.core.language_tags),
+    its card and canonical tag; InvalidRun naming `field` otherwise."""
     if not code:
         raise InvalidRun(field, "is required")
     if len(code) > MAX_LANGUAGE_CHARS:
         raise InvalidRun(field, f"a language code of {len(code)} characters (at most {MAX_LANGUAGE_CHARS}): {shown(code)}")
     try:
-        return cards.get(code)
-    except UnknownLanguage:
-        raise InvalidRun(field, f"unknown language code {shown(code)} (no language card)") from None
+        return cards.resolve(code)
+    except UnknownLanguage as error:
+        raise InvalidRun(field, f"{error}; {LANGUAGES_HINT}") from None
 
 
 def check_id(value: str, field: str) -> None:
@@ -195,8 +199,8 @@ def check_header(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) -> V
     """Everything of a run but its entries and predictions: languages, meta,
     options, glossary. Raises InvalidRun on the first problem found."""
     corpus = request.corpus
-    source = _language(cards, corpus.source_lang, "corpus.source_lang")
-    target = _language(cards, corpus.target_lang, "corpus.target_lang")
+    source = check_language(cards, corpus.source_lang, "corpus.source_lang")
+    target = check_language(cards, corpus.target_lang, "corpus.target_lang")
     _validate_meta(request.meta)
     if request.options.batch_size < 0:
         raise InvalidRun("options.batch_size", f"must not be negative, got {request.options.batch_size}")

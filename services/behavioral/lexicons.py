@@ -43,8 +43,21 @@ def _lookups_table(code: str, name: str) -> dict:
 
 @lru_cache(maxsize=None)
 def _lemma_table(code: str) -> dict[str, str]:
+    # Most tables map a form to its lemma; French's and Catalan's to a list
+    # of lemmas, of which the first is taken.
     return cached(f"{code}_lemmas", lambda: {
-        form.lower(): lemma.lower() for form, lemma in _lookups_table(code, "lemma_lookup").items()})
+        form.lower(): (lemma[0] if isinstance(lemma, list) else lemma).lower()
+        for form, lemma in _lookups_table(code, "lemma_lookup").items() if lemma or isinstance(lemma, str)})
+
+
+def _defaults(spacy, code: str):
+    """spaCy's language defaults (stop words, lexical attributes), read from
+    the language's class: a blank pipeline would also build its tokenizer,
+    which for some languages (th, vi) needs a package of its own."""
+    try:
+        return spacy.util.get_lang_class(code).Defaults
+    except (ImportError, KeyError) as error:
+        raise LexiconMissing(f"spaCy has no language {code!r} ({error})") from None
 
 
 @lru_cache(maxsize=None)
@@ -55,7 +68,7 @@ def _words_for(code: str) -> frozenset[str]:
         except ImportError as error:
             raise LexiconMissing(f"spaCy is not installed ({error.name})") from None
         lookup = _lemma_table(code)
-        words = {word.lower() for word in spacy.blank(code).Defaults.stop_words}
+        words = {word.lower() for word in _defaults(spacy, code).stop_words}
         return frozenset(words | set(lookup) | set(lookup.values()))
     return cached(f"{code}_words", build)
 
@@ -86,7 +99,10 @@ def _like_num(code: str):
         from spacy.attrs import LIKE_NUM
     except ImportError:
         return None
-    return spacy.blank(code).Defaults.lex_attr_getters.get(LIKE_NUM)
+    try:
+        return _defaults(spacy, code).lex_attr_getters.get(LIKE_NUM)
+    except LexiconMissing:
+        return None
 
 
 def number_word_test(card: LanguageCard):
