@@ -30,7 +30,7 @@ def rejected(gateway, request) -> str:
          "predictions[0].id (id 'zz'): no corpus entry has this id"),
         ({"entries": ENTRIES, "predictions": [{"id": "a", "prediction": "x"}, {"id": "a", "prediction": "y"}]},
          "predictions[1].id (id 'a'): duplicate prediction"),
-        ({"entries": ENTRIES, "target_lang": "xx"}, "corpus.target_lang: unknown language code 'xx'"),
+        ({"entries": ENTRIES, "target_lang": "xx"}, "corpus.target_lang: unknown language tag 'xx': 'xx' is not a language code; nearest valid tags: "),
         ({"entries": ENTRIES, "predictions": [{"id": "b", "prediction": "x", "latency_s": math.nan}]},
          "predictions[0].latency_s (id 'b'): must be a finite number"),
         ({"entries": ENTRIES, "predictions": [{"id": "a", "prediction": "x", "latency_s": -1.0}]},
@@ -113,7 +113,8 @@ def test_cli_prints_one_line_naming_file_line_and_field(cli, stack, tmp_path, li
     "corpus, expected",
     [
         ({"id": "t", "source_lang": "eng", "target_lang": "klingon", "entries": [{"id": "a", "source": "x", "reference": "y"}]},
-         "corpus.json: corpus.target_lang: unknown language code 'klingon'"),
+         "corpus.json: corpus.target_lang: unknown language tag 'klingon': not a language tag; nearest valid tags: "
+         "tlh (Klingon)"),
         ({"id": "t", "source_lang": "eng", "target_lang": "spa",
           "entries": [{"id": "a", "source": "x", "reference": "y"}, {"id": "a", "source": "x", "reference": "z"}]},
          "corpus.json: corpus.entries[1].id (id 'a'): duplicate entry id"),

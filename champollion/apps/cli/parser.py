@@ -65,8 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--comet-model", help="COMET model id for this run, instead of the card's choice")
     evaluate.add_argument("--no-plugins", action="store_true",
                           help="universal metrics only: leave the target language's eval-standard plugins out")
-    evaluate.add_argument("--source-lang", help="source language (for a bare list of entries, TSV/CSV or --src)")
-    evaluate.add_argument("--target-lang", help="target language (for a bare list of entries, TSV/CSV or --src)")
+    evaluate.add_argument("--source-lang", help="source language, any common tag: fr, fra, fre, fr-FR, fra_Latn "
+                                                "(for a bare list of entries, TSV/CSV or --src; overrides the corpus's)")
+    evaluate.add_argument("--target-lang", help="target language, as --source-lang (for a bare list of entries, "
+                                                "TSV/CSV or --src; overrides the corpus's)")
     evaluate.add_argument("--workers", type=int, metavar="N",
                           help="embedded stack: worker processes, one pool shared by the families "
                                "(default: $CHAMPOLLION_WORKERS, else one per core; 0 or 1: in threads)")
@@ -124,6 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     describe = commands.add_parser("describe", help="what is loaded: families, metrics, languages")
     describe.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
+    describe.add_argument("--languages", action="store_true",
+                          help="only the languages: every written language card, and how a generic card is built "
+                               "for any other language")
     _add_access_options(describe)
     describe.set_defaults(handler=cmd_describe)
 

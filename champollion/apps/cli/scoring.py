@@ -23,6 +23,7 @@ from champollion.apps.inputs import (
     INT64,
     InputError,
     in_corpus_order,
+    language_flags,
     load_corpus,
     load_glossary,
     load_meta,
@@ -31,6 +32,8 @@ from champollion.apps.inputs import (
     load_run_card_for_compare,
     locate_invalid,
 )
+from champollion.core.cards import UnknownLanguage, default_registry
+from champollion.core.language_tags import LANGUAGES_HINT
 from champollion.core.limits import MAX_RESAMPLES, shown
 
 
@@ -120,12 +123,27 @@ def _load_run(args, kind: str):
     return corpus, in_corpus_order(load_predictions(Path(args.predictions)), corpus), corpus_path
 
 
+def _check_language_flags(args) -> None:
+    """--source-lang and --target-lang, refused by flag before the embedded
+    stack starts, as its gateway would refuse them (same cards, same words).
+    A remote gateway's cards are its own: it answers for them."""
+    if args.gateway:
+        return
+    for flag, value in (("--source-lang", args.source_lang), ("--target-lang", args.target_lang)):
+        if value:
+            try:
+                default_registry().resolve(value)
+            except UnknownLanguage as error:
+                raise CliError(f"{flag}: {error}; {LANGUAGES_HINT}", EXIT_INVALID_INPUT) from None
+
+
 def cmd_evaluate(args) -> int:
     _check_run_options(args)
     if args.workers is not None and args.gateway:
         raise CliError(f"--workers sets the embedded stack's; the gateway at {args.gateway} has its own "
                        f"(`champollion serve --workers N`)", EXIT_INVALID_INPUT)
     kind = _input_kind(args)
+    _check_language_flags(args)
     meta_path = Path(args.meta) if args.meta else None
     glossary_path = Path(args.glossary) if args.glossary else None
     try:
@@ -145,7 +163,8 @@ def cmd_evaluate(args) -> int:
         try:
             card = client.send_evaluation(request, bar.update)
         except InvalidArgument as error:
-            message = locate_invalid(error.details, corpus_path, predictions, meta_path, glossary_path)
+            message = locate_invalid(error.details, corpus_path, predictions, meta_path, glossary_path,
+                                     language_flags(args.source_lang, args.target_lang))
             raise CliError(message, EXIT_INVALID_INPUT) from None
         finally:
             bar.close()
@@ -174,5 +193,9 @@ def cmd_compare(args) -> int:
 def cmd_describe(args) -> int:
     with gateway_client(args) as client:
         description = client.describe()
+    if args.languages:
+        # The written cards, and how any other language is scored.
+        description = {"languages": description.get("languages", []),
+                       "generic_card": description.get("generic_card", "")}
     write_json(description, None)
     return 0

@@ -377,11 +377,19 @@ OPTION_FLAGS = {"options.seed": "--seed", "options.bootstrap_resamples": "--resa
                 "options.batch_size": "--batch-size"}
 
 
+def language_flags(source_lang: str | None, target_lang: str | None) -> dict[str, str]:
+    """The corpus's language fields that command-line flags gave, by the
+    flag (a flag overrides the corpus file, so an error is the flag's)."""
+    given = (("corpus.source_lang", "--source-lang", source_lang), ("corpus.target_lang", "--target-lang", target_lang))
+    return {field: flag for field, flag, value in given if value}
+
+
 def locate_invalid(message: str, corpus: Path | None, predictions: PredictionFile, meta: Path | None,
-                   glossary: Path | None) -> str:
+                   glossary: Path | None, flags: dict[str, str] | None = None) -> str:
     """Prefixes a validation message (which starts with its field path) with
-    the file, and the line for a prediction."""
-    for option, flag in OPTION_FLAGS.items():
+    the file, and the line for a prediction; a field a flag gave (`flags`,
+    field -> flag: language_flags) is named by the flag."""
+    for option, flag in {**OPTION_FLAGS, **(flags or {})}.items():
         if message.startswith(f"{option}:"):
             return flag + message[len(option):]
     match = _PREDICTION_PATH.match(message)
