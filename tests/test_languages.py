@@ -155,6 +155,17 @@ def test_card_codes_and_aliases_are_read_as_tags(tmp_path):
     assert CardRegistry(tmp_path).resolve("fre").card.kind == "written"
 
 
+def test_gateway_routes_and_served_languages_take_any_tag():
+    from champollion.apps.cli.serve import _served_languages
+    from gateway.server.config import ConfigError, GatewayConfig
+    config = GatewayConfig(families={"structural": {"routes": {"crk": "a:1", "nb": "b:2", "de-DE": "c:3"}}})
+    addresses = [config.address_for("structural", code) for code in ("crk", "nob", "deu", "spa")]
+    assert addresses == ["a:1", "b:2", "c:3", None]
+    with pytest.raises(ConfigError, match=r"^families\.structural\.routes\.xx-Foo: unknown language tag 'xx-Foo'"):
+        GatewayConfig(families={"structural": {"routes": {"xx-Foo": "a:1"}}})
+    assert _served_languages(["es", "nb-NO", "crk_Cans"]) == ["crk", "nob", "spa"]
+
+
 # -- generic cards ------------------------------------------------------------
 
 def test_a_written_card_wins_and_the_generic_one_comes_from_data():
@@ -229,7 +240,8 @@ def test_cased_scripts_are_the_bicameral_ones_icu_knows():
 
 # -- runs ---------------------------------------------------------------------
 
-PAIRS = [(other, "en") for other in SENTENCES if other != "en"] + [("en", other) for other in SENTENCES if other != "en"]
+OTHERS = [code for code in SENTENCES if code != "en"]
+PAIRS = [(code, "en") for code in OTHERS] + [("en", code) for code in OTHERS]
 
 
 @pytest.mark.parametrize("source, target", PAIRS)

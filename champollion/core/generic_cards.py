@@ -3,17 +3,19 @@
 language's ISO 639 code and script alone, so that the gateway and every
 family, wherever they run, build the same card for the same tag.
 
-| part | from |
-|---|---|
-| name | CLDR (langcodes' language-data) |
-| script | the tag's, else CLDR's likely script (champollion.core.cards decides) |
-| casing | the script: `cased` for the bicameral scripts (CASED_SCRIPTS), else `caseless` |
-| quotes | CLDR's quotation delimiters for the locale, through ICU (PyICU) where installed, with the ASCII quotes; else GENERIC_QUOTES |
-| BLEU tokenizer, TER | as sacreBLEU's CLI picks them for `-l SRC-TGT` (champollion.core.sacrebleu_adapter), except `char` for a script written without spaces between words (SPACELESS_SCRIPTS) |
-| embedding support | the sentence encoder declares the language (EMBEDDING_LANGUAGES), in its likely script |
-| lexicon | spaCy ships the language (spacy/lang/<code>), in its likely script |
-| COMET | the default model, not validated for the language |
-| analyzer, orthography rules, plugins | none |
+- name: CLDR (langcodes' language-data);
+- script: the tag's, else CLDR's likely script (champollion.core.cards decides);
+- casing: `cased` for the bicameral scripts (CASED_SCRIPTS), else `caseless`;
+- quotes: CLDR's quotation delimiters for the locale through ICU (PyICU)
+  where installed, with the ASCII quotes; else GENERIC_QUOTES;
+- BLEU tokenizer and TER: as sacreBLEU's CLI picks them for `-l SRC-TGT`
+  (champollion.core.sacrebleu_adapter), but `char` for a script written
+  without spaces between words (SPACELESS_SCRIPTS);
+- embedding support: the sentence encoder declares the language
+  (EMBEDDING_LANGUAGES), in its likely script;
+- lexicon: spaCy ships the language (spacy/lang/<code>), in its likely script;
+- COMET: the default model, not validated for the language;
+- analyzer, orthography rules, plugins: none.
 
 The card is a mapping checked against ``card.schema.json`` like a written
 one; ``champollion.core.cards`` turns it into a LanguageCard.

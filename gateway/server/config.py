@@ -26,6 +26,7 @@ from pathlib import Path
 import grpc
 import yaml
 
+from champollion.core.cards import UnknownLanguage, default_registry
 from gateway.card.metrics import FAMILIES
 
 
@@ -67,6 +68,7 @@ class GatewayConfig:
 
     def __post_init__(self):
         _check_families(self.families)
+        self.families = {name: _with_route_codes(name, target) for name, target in self.families.items()}
         _check_count("batch_size", self.batch_size)
         _check_count("max_in_flight", self.max_in_flight)
         _check_count("max_concurrent_runs", self.max_concurrent_runs)
@@ -143,6 +145,21 @@ def _check_families(families) -> None:
             _check_address(f"families.{name}.routes.{language}", address)
         if target.get("default") is not None:
             _check_address(f"families.{name}.default", target["default"])
+
+
+def _with_route_codes(family: str, target):
+    """A family's routes keyed by the card code their language tags reach
+    (`de-DE`, `ger` -> `deu`), as `address_for` is asked; ConfigError naming
+    a route whose key names no language."""
+    if not isinstance(target, dict) or not target.get("routes"):
+        return target
+    routes = {}
+    for language, address in target["routes"].items():
+        try:
+            routes[default_registry().resolve(str(language)).card.code] = address
+        except UnknownLanguage as error:
+            raise ConfigError(f"families.{family}.routes.{language}: {error}") from None
+    return {**target, "routes": routes}
 
 
 def _check_count(name: str, value, least: int = 1) -> None:

@@ -65,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--comet-model", help="COMET model id for this run, instead of the card's choice")
     evaluate.add_argument("--no-plugins", action="store_true",
                           help="universal metrics only: leave the target language's eval-standard plugins out")
-    evaluate.add_argument("--source-lang", help="source language, any common tag: fr, fra, fre, fr-FR, fra_Latn "
-                                                "(for a bare list of entries, TSV/CSV or --src; overrides the corpus's)")
+    evaluate.add_argument("--source-lang", help="source language, any common tag: fr, fra, fre, fr-FR, "
+                                                "fra_Latn (for a bare list of entries, TSV/CSV or --src; "
+                                                "overrides the corpus's)")
     evaluate.add_argument("--target-lang", help="target language, as --source-lang (for a bare list of entries, "
                                                 "TSV/CSV or --src; overrides the corpus's)")
     evaluate.add_argument("--workers", type=int, metavar="N",

@@ -13,6 +13,7 @@ from champollion.apps.cli.common import EXIT_INVALID_INPUT, CliError
 from champollion.apps.cli.common import store_url as _store_url
 from champollion.apps.launch.embedded import start_family, start_gateway, start_stack, stop_stack
 from champollion.core import logs
+from champollion.core.cards import UnknownLanguage, default_registry
 from champollion.core.serving import ServerTls, TlsError
 from gateway.server.config import ConfigError, GatewayConfig, load_config
 from gateway.server.tokens import TokenFile
@@ -57,13 +58,24 @@ def _server_access(args) -> tuple[TokenFile | None, ServerTls | None]:
         raise CliError(f"--auth {error}", EXIT_INVALID_INPUT) from None
 
 
+def _served_languages(tags: list[str] | None) -> list[str] | None:
+    """--languages as the card codes a family serves (`de-DE`, `ger` -> `deu`)."""
+    if not tags:
+        return None
+    try:
+        return sorted({default_registry().resolve(tag).card.code for tag in tags})
+    except UnknownLanguage as error:
+        raise CliError(f"--languages: {error}", EXIT_INVALID_INPUT) from None
+
+
 async def _serve(args) -> None:
     tokens, tls = _server_access(args)  # checked before anything starts
     servers, stack = [], None
     host = args.host
     # What the command line says about families goes to every family served
     # (each factory takes what it uses: structural languages, semantic device...).
-    options = {key: value for key, value in (("languages", args.languages), ("device", args.device),
+    languages = _served_languages(args.languages)
+    options = {key: value for key, value in (("languages", languages), ("device", args.device),
                                              ("comet_dir", args.comet_dir)) if value}
     # Worker processes per family: passed only when asked (the default is the stack's).
     workers = {} if args.workers is None else {"workers": args.workers}
