@@ -122,6 +122,16 @@ def test_canonical_tags_name_the_language_and_its_script(typed, tag, kind):
     assert (language.tag, language.card.kind) == (tag, kind)
 
 
+@pytest.mark.parametrize("typed", ["fr-CA", "zh-TW", "sr-ME", "iw", "tl", "cmn", "no", "crk-Cans", "th", "yue",
+                                   "arb_Arab", "pt-BR", "uk"])
+def test_a_canonical_tag_reads_back_as_itself(typed):
+    """Families get the canonical tag and must build the same card from it."""
+    language = CARDS.resolve(typed)
+    again = CARDS.resolve(language.tag)
+    assert (again.tag, again.card) == (language.tag, language.card)
+    assert again.card == CardRegistry(DEFAULT_CARDS_DIR).get(language.tag)  # another process's registry
+
+
 def test_scripts_of_one_language_are_different_generic_cards():
     latin, cyrillic = CARDS.get("sr-Latn"), CARDS.get("sr-Cyrl")
     assert (latin.scripts, cyrillic.scripts) == (("Latn",), ("Cyrl",))
