@@ -132,7 +132,7 @@ def test_list_runs_newest_first_and_filtered(store):
     assert [r["run_id"] for r in store.list_runs(dataset_id="other", model_slug="model-a")] == []
     row = store.list_runs(dataset_id="other")[0]
     assert set(row) == {"run_id", "created_at", "dataset_id", "corpus_version", "model_slug", "condition",
-                        "composite_score", "quality_tier", "fingerprint_hash"}
+                        "composite_score", "quality_tier", "fingerprint_hash", "corpus_tier", "submitted_by", "review"}
     assert row["model_slug"] == "model-b" and row["corpus_version"] == "v1" and row["created_at"].endswith("+00:00")
 
 
@@ -343,9 +343,10 @@ def with_reviewer_note(metadata: sa.MetaData) -> sa.MetaData:
     return copied
 
 
-def run_row_with_reviewer_note(card: dict, created_at, submission: int) -> dict:
+def run_row_with_reviewer_note(card: dict, created_at, submission: int, submitted_by=None) -> dict:
     """Step 3: rows.py's run_row fills the column from the card."""
-    return {**rows.run_row(card, created_at, submission), "reviewer_note": (card.get("review") or {}).get("note")}
+    return {**rows.run_row(card, created_at, submission, submitted_by),
+            "reviewer_note": (card.get("review") or {}).get("note")}
 
 
 def test_a_column_added_as_the_readme_says_matches_the_tables_and_keeps_runs(store, store_url, tmp_path, monkeypatch):

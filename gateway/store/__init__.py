@@ -1,9 +1,17 @@
 """The run store (spec §11): run cards in SQLite (embedded default) or
 PostgreSQL, §9.1's columns, numbered migrations, the leaderboard."""
 from champollion.core.columns import SORT_COLUMNS
-from gateway.store.errors import CorpusConflict, InvalidQuery, StoreError, UnknownCorpus, UnknownRun
+from gateway.store.errors import (
+    BudgetSpent,
+    CorpusConflict,
+    InvalidQuery,
+    NotHeld,
+    StoreError,
+    UnknownCorpus,
+    UnknownRun,
+)
 from gateway.store.location import default_store_url
 from gateway.store.store import RunStore
 
-__all__ = ["SORT_COLUMNS", "CorpusConflict", "InvalidQuery", "RunStore", "StoreError", "UnknownCorpus", "UnknownRun",
-           "default_store_url"]
+__all__ = ["SORT_COLUMNS", "BudgetSpent", "CorpusConflict", "InvalidQuery", "NotHeld", "RunStore", "StoreError",
+           "UnknownCorpus", "UnknownRun", "default_store_url"]

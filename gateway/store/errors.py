@@ -39,3 +39,19 @@ class UnknownCorpus(LookupError):
 class CorpusConflict(ValueError):
     """A corpus id registered again with other content (seed 001 §8.1): the
     message names the id, its registered versions and what differs."""
+
+
+class BudgetSpent(Exception):
+    """A token has used its submissions to a corpus version for the current
+    window: `count` made, `limit` allowed, the next accepted from `resets_at`
+    (an aware datetime). The gateway words the refusal."""
+
+    def __init__(self, count: int, limit: int, resets_at):
+        super().__init__(f"{count} submissions of {limit} allowed; the next from {resets_at.isoformat()}")
+        self.count = count
+        self.limit = limit
+        self.resets_at = resets_at
+
+
+class NotHeld(ValueError):
+    """A review decision for a run that is not held for review."""

@@ -3,17 +3,18 @@ of one corpus version ranked by a numeric column, with comparability and
 cherry-pick flags, computed in SQL so a large store answers quickly."""
 from __future__ import annotations
 
-from sqlalchemy import Connection, and_, case, func, select, true
+from sqlalchemy import Connection, and_, case, func, or_, select, true
 
 from champollion.core.columns import SORT_COLUMNS, SPEC_COLUMNS
 from gateway.store.corpora import OFFICIAL_TIERS
 from gateway.store.errors import InvalidQuery
 from gateway.store.rows import coverage_metrics, utc
+from gateway.store.submissions import HELD, token_counts
 from gateway.store.tables import runs
 
 SPEC_NAMES = tuple(c.name for c in SPEC_COLUMNS)
 ROW_COLUMNS = ("run_id", *SPEC_NAMES, "cost_adjusted", "created_at",
-               "profile", "composite_metrics", "disqualified")
+               "profile", "composite_metrics", "disqualified", "submitted_by")
 
 
 COUNT_CHUNK = 500
@@ -69,11 +70,17 @@ def _not_comparable_reason(row, majority) -> str:
 
 
 def leaderboard(connection: Connection, dataset_id: str, version: str | None, sort: str, descending: bool,
-                all_submissions: bool, include_disqualified: bool, limit: int | None, official: bool = False) -> dict:
+                all_submissions: bool, include_disqualified: bool, limit: int | None, official: bool = False,
+                hidden_tiers: tuple[str, ...] = ()) -> dict:
     check_sort(sort)
     # The official board (seed 001 §5.2): runs scored against a registered
     # holdout or gold corpus only; dev and unregistered corpora never appear.
-    in_scope = runs.c.corpus_tier.in_(OFFICIAL_TIERS) if official else true()
+    # A run held for review is on no board until a maintainer clears it, and
+    # runs of `hidden_tiers` (gold, for a submitter) on none the caller sees.
+    in_scope = and_(runs.c.corpus_tier.in_(OFFICIAL_TIERS) if official else true(),
+                    runs.c.review.is_distinct_from(HELD),
+                    or_(runs.c.corpus_tier.is_(None), runs.c.corpus_tier.not_in(hidden_tiers)) if hidden_tiers
+                    else true())
     version = version or latest_version(connection, dataset_id, in_scope)
     board = {"dataset_id": dataset_id, "corpus_version": version, "sort": sort, "descending": descending, "rows": []}
     if version is None:
@@ -100,6 +107,7 @@ def leaderboard(connection: Connection, dataset_id: str, version: str | None, so
         query = query.limit(limit)
     rows = connection.execute(query).all()
     submissions = _submission_counts(connection, {row.fingerprint_hash for row in rows})
+    by_token = token_counts(connection, dataset_id, version, {row.submitted_by for row in rows})
     coverages: dict[tuple, tuple[dict, str | None]] = {}  # a board holds few distinct coverages
     for rank, row in enumerate(rows, start=1):
         coverage = (row.profile, row.composite_metrics)
@@ -107,11 +115,13 @@ def leaderboard(connection: Connection, dataset_id: str, version: str | None, so
             reason = None if row.comparable else _not_comparable_reason(row, majority)
             coverages[coverage] = ({"profile": row.profile, "metrics": coverage_metrics(row.composite_metrics)},
                                    reason)
-        board["rows"].append(_board_row(rank, row, submissions.get(row.fingerprint_hash, 1), *coverages[coverage]))
+        board["rows"].append(_board_row(rank, row, submissions.get(row.fingerprint_hash, 1),
+                                        by_token.get(row.submitted_by), *coverages[coverage]))
     return board
 
 
-def _board_row(rank: int, row, submissions: int, coverage: dict, not_comparable: str | None) -> dict:
+def _board_row(rank: int, row, submissions: int, token_submissions: int | None, coverage: dict,
+               not_comparable: str | None) -> dict:
     values = row._mapping
     out = {"rank": rank, "run_id": row.run_id}
     out.update({name: values[name] for name in SPEC_NAMES})
@@ -122,7 +132,12 @@ def _board_row(rank: int, row, submissions: int, coverage: dict, not_comparable:
         comparable=not_comparable is None,
         not_comparable=not_comparable,
         submissions_with_fingerprint=submissions,
-        cherry_pick_suspect=submissions > 1,
+        # The same token's runs on this version, whatever their model slug
+        # (null for runs without a token on record).
+        submissions_by_token=token_submissions,
+        cherry_pick_suspect=submissions > 1 or (token_submissions or 0) > 1,
         disqualified=bool(row.disqualified),
+        # The token's name: for maintainers (gateway/server/access.py takes it out for others).
+        submitted_by=row.submitted_by,
     )
     return out

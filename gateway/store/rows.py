@@ -18,9 +18,11 @@ def with_submission_count(card: dict, submissions: int) -> dict:
     return {**card, "integrity": integrity}
 
 
-def run_row(card: dict, created_at: datetime, submission: int) -> dict:
+def run_row(card: dict, created_at: datetime, submission: int, submitted_by: str | None = None) -> dict:
     """The `runs` row of a card without entries, the `submission`-th stored
-    with its fingerprint."""
+    with its fingerprint, submitted with the token named `submitted_by`
+    (None: an open gateway). The token's name is not in the card: it is the
+    gateway's record, shown to maintainers."""
     for path in (("run_id",), ("dataset", "version")):
         node = card
         for key in path:
@@ -41,6 +43,9 @@ def run_row(card: dict, created_at: datetime, submission: int) -> dict:
         run_card=card,
         # Set when the run was scored against a registered corpus (its tier then).
         corpus_tier=card["dataset"].get("tier"),
+        submitted_by=submitted_by,
+        # "held" keeps a secret-tier run off the leaderboard until a maintainer decides.
+        review=(card.get("integrity") or {}).get("review"),
     )
     return row
 

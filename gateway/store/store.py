@@ -5,11 +5,12 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Iterator
 
-from sqlalchemy import Connection, func, insert, select, text
+from sqlalchemy import Connection, func, insert, or_, select, text
 
 from gateway.store import corpora as registered
 from gateway.store import leaderboard as board
-from gateway.store.errors import UnknownRun
+from gateway.store import submissions as submitted
+from gateway.store.errors import UnknownCorpus, UnknownRun
 from gateway.store.location import database_errors, open_engine, parse_store_url
 from gateway.store.migrate import upgrade_to_head
 from gateway.store.rows import (
@@ -23,7 +24,7 @@ from gateway.store.rows import (
 from gateway.store.tables import run_entries, runs
 
 RUN_SUMMARY = ("run_id", "created_at", "dataset_id", "corpus_version", "model_slug", "condition",
-               "composite_score", "quality_tier", "fingerprint_hash")
+               "composite_score", "quality_tier", "fingerprint_hash", "corpus_tier", "submitted_by", "review")
 
 
 class RunStore:
@@ -57,9 +58,12 @@ class RunStore:
             with (self._engine.begin() if write else self._engine.connect()) as connection:
                 yield connection
 
-    def save_run(self, card: dict, entries: Iterable[list[dict]]) -> int:
-        """Stores a run in one transaction; returns how many stored runs,
-        this one included, share its fingerprint."""
+    def save_run(self, card: dict, entries: Iterable[list[dict]], submitted_by: str | None = None,
+                 submission_id: str | None = None) -> int:
+        """Stores a run in one transaction, submitted with the token named
+        `submitted_by` (as its submission `submission_id`, when it was
+        counted against a budget); returns how many stored runs, this one
+        included, share its fingerprint."""
         stored = card_without_entries(card)
         fingerprint = (stored.get("fingerprint") or {}).get("hash")
         with self._connection(write=True) as connection:
@@ -70,7 +74,9 @@ class RunStore:
             earlier = 0 if fingerprint is None else connection.scalar(
                 select(func.count()).select_from(runs).where(runs.c.fingerprint_hash == fingerprint))
             stored = with_submission_count(stored, earlier + 1)
-            connection.execute(insert(runs), [run_row(stored, datetime.now(timezone.utc), earlier + 1)])
+            connection.execute(insert(runs), [run_row(stored, datetime.now(timezone.utc), earlier + 1, submitted_by)])
+            if submission_id is not None:
+                submitted.attach_run(connection, submission_id, stored["run_id"])
             position = 0
             for batch in entries:
                 if batch:
@@ -122,9 +128,12 @@ class RunStore:
             position = found[-1][0] + 1
 
     def list_runs(self, dataset_id: str | None = None, model_slug: str | None = None,
-                  limit: int | None = None) -> list[dict]:
-        """Stored runs, newest first, optionally of one dataset or model."""
+                  limit: int | None = None, hidden_tiers: tuple[str, ...] = ()) -> list[dict]:
+        """Stored runs, newest first, optionally of one dataset or model,
+        without those scored on a corpus of `hidden_tiers`."""
         query = select(*(runs.c[name] for name in RUN_SUMMARY)).order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
+        if hidden_tiers:
+            query = query.where(or_(runs.c.corpus_tier.is_(None), runs.c.corpus_tier.not_in(hidden_tiers)))
         if dataset_id is not None:
             query = query.where(runs.c.dataset_id == dataset_id)
         if model_slug is not None:
@@ -137,13 +146,14 @@ class RunStore:
 
     def leaderboard(self, dataset_id: str, version: str | None = None, sort: str = "composite_score",
                     descending: bool = True, all_submissions: bool = False, include_disqualified: bool = False,
-                    limit: int | None = None, official: bool = False) -> dict:
+                    limit: int | None = None, official: bool = False, hidden_tiers: tuple[str, ...] = ()) -> dict:
         """Runs of one corpus version (the latest by default) ranked by
         `sort` (one of SORT_COLUMNS); official: only runs scored against a
-        registered holdout or gold corpus. See leaderboard.py for the rules."""
+        registered holdout or gold corpus; none scored on a corpus of
+        `hidden_tiers`. See leaderboard.py for the rules."""
         with self._connection() as connection:
             return board.leaderboard(connection, dataset_id, version, sort, descending,
-                                     all_submissions, include_disqualified, limit, official)
+                                     all_submissions, include_disqualified, limit, official, hidden_tiers)
 
     # Registered corpora (corpora.py; seed 001 §5, §8.1).
 
@@ -184,6 +194,47 @@ class RunStore:
         """Entry id -> content-derived fingerprint, in registration order."""
         with self._connection() as connection:
             return registered.fingerprints(connection, registered.resolve(connection, corpus_id, version))
+
+    def registered_tier(self, corpus_id: str) -> str | None:
+        """The tier of a registered corpus's latest version; None when the
+        id is not registered."""
+        with self._connection() as connection:
+            try:
+                return registered.info(connection, registered.resolve(connection, corpus_id, None))["tier"]
+            except UnknownCorpus:
+                return None
+
+    def run_access(self, run_id: str) -> tuple[str | None, str | None]:
+        """What deciding who may read a stored run needs: the tier of its
+        registered corpus (None: a corpus the client sent) and the name of
+        the token that submitted it (None: an open gateway, or stored before
+        tokens were recorded)."""
+        with self._connection() as connection:
+            found = connection.execute(select(runs.c.corpus_tier, runs.c.submitted_by)
+                                       .where(runs.c.run_id == run_id)).first()
+        if found is None:
+            raise UnknownRun(run_id)
+        return found.corpus_tier, found.submitted_by
+
+    # Submissions to secret-tier corpora (submissions.py; issue 26).
+
+    def admit_submission(self, token: str, corpus_id: str, version: str, digests: str,
+                         budget: submitted.Budget) -> submitted.Admitted:
+        """Counts a submission against `token`'s budget for the version
+        (BudgetSpent when it is used up) and finds the earlier one it nearly
+        duplicates."""
+        with self._connection(write=True) as connection:
+            return submitted.admit(connection, token, corpus_id, version, digests, datetime.now(timezone.utc), budget)
+
+    def held_runs(self, dataset_id: str | None = None) -> list[dict]:
+        """Runs held for a maintainer's review, oldest first, with why."""
+        with self._connection() as connection:
+            return submitted.held(connection, dataset_id)
+
+    def review_run(self, run_id: str, decision: str, note: str = "", reviewer: str | None = None) -> dict:
+        """Clears or disqualifies a held run (`decision`: clear, disqualify)."""
+        with self._connection(write=True) as connection:
+            return submitted.review(connection, run_id, decision, note, reviewer, datetime.now(timezone.utc))
 
     def comparable_stats(self, run_id: str) -> tuple[dict, list[tuple[str, dict]]]:
         """What compare needs: the card without entries and each entry's

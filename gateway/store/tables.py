@@ -39,6 +39,7 @@ INDEXES: dict[str, tuple[str, ...]] = {
     "idx_dataset_version": ("dataset_id", "corpus_version", "created_at"),
     "idx_dataset_created": ("dataset_id", "created_at"),
     "idx_created": ("created_at",),
+    "idx_submitter": ("submitted_by", "corpus_version"),
 }
 
 
@@ -69,6 +70,13 @@ runs = Table(
     # Secrecy tier of the registered corpus the run was scored against, when
     # it was (migration 0002): only holdout and gold runs are official.
     Column("corpus_tier", Text),
+    # The name of the token that submitted the run (migration 0004); null on
+    # a gateway without --auth and for runs stored before.
+    Column("submitted_by", Text),
+    # A secret-tier run held for a maintainer's review (gateway/server/
+    # submissions.py): "held" keeps it off the leaderboard until "cleared"
+    # or "disqualified"; null when there was nothing to review.
+    Column("review", Text),
 )
 
 run_entries = Table(
@@ -133,3 +141,24 @@ CORPUS_INDEXES: dict[str, tuple[Table, tuple[str, ...], bool]] = {
 }
 for _name, (_table, _columns, _unique) in CORPUS_INDEXES.items():
     Index(_name, *(_table.c[c] for c in _columns), unique=_unique)
+
+# Every submission to a secret-tier corpus (migration 0004): counted against
+# its token's budget before the run is scored (gateway/store/submissions.py).
+submissions = Table(
+    "submissions", metadata,
+    Column("submission_id", Text, primary_key=True),
+    Column("token", Text, nullable=False),  # the token's name
+    Column("corpus_id", Text, nullable=False),
+    Column("corpus_version", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("entries", Integer, nullable=False),
+    # A fixed-width hash of each entry's prediction, in corpus order
+    # (submissions.HASH_CHARS hex digits each): near-duplicates are found by them.
+    Column("prediction_hashes", Text, nullable=False),
+    # The run of the same token and version whose predictions differ from
+    # these in few entries (probing), and in how many.
+    Column("near_duplicate_of", Text),
+    Column("changed_entries", Integer),
+    Column("run_id", Text),  # set once the run is stored
+)
+Index("idx_submissions_token", submissions.c.token, submissions.c.corpus_version, submissions.c.created_at)
