@@ -69,15 +69,34 @@ def test_a_pair_split_over_two_items_is_not_a_pair():
     assert integrity["disqualified"] is False
 
 
-def test_matching_uses_the_exact_match_normalisation():
-    """Whitespace runs and NFC are normalised away on both sides; case is
-    kept, as normalise_for_match keeps it."""
+def test_matching_survives_trivial_disguises():
+    """Whitespace, NFC/NFKC forms, case, punctuation and invisible characters
+    are folded away on both sides (fold_for_comparison): a reference quoted
+    with any of them changed is still found."""
     decomposed = unicodedata.normalize("NFD", "Haz  clic en Guardar\npara conservar   tus cambios.")
     assert decomposed != LONG_REFERENCE
-    found = check(f"Example: {decomposed}", entries=[("es-004", LONG_SOURCE, LONG_REFERENCE)])
-    assert found["contaminated_entries"] == ["es-004"]
-    other_case = check(f"Example: {LONG_REFERENCE.upper()}", entries=[("es-004", LONG_SOURCE, LONG_REFERENCE)])
-    assert other_case["disqualified"] is False
+    disguises = [
+        decomposed,
+        LONG_REFERENCE.upper(),
+        LONG_REFERENCE.replace(" ", "_"),
+        LONG_REFERENCE.replace(" ", "\u200b"),  # zero-width spaces for spaces
+        "\u200b".join(LONG_REFERENCE),  # a zero-width space between every letter
+        unicodedata.normalize("NFKC", LONG_REFERENCE).translate({ord(c): ord(c) + 0xFEE0 for c in "HazclicGuardar"}),
+        "Haz clic, en «Guardar» — para conservar tus cambios!",
+    ]
+    for disguised in disguises:
+        found = check(f"Example: {disguised}", entries=[("es-004", LONG_SOURCE, LONG_REFERENCE)])
+        assert found["contaminated_entries"] == ["es-004"], disguised
+    # A short pair is matched word for word: its words inside others' are no match.
+    assert check("Yesterday it was asi: not so.", entries=[("e1", "Yes", "Así")])["disqualified"] is False
+    assert check("YES, ASÍ!", entries=[("e1", "Yes", "Así")])["disqualified"] is True
+
+
+def test_every_text_the_run_carries_about_itself_is_checked():
+    contamination = ContaminationCheck.of("Translate.", [], [("meta.model_slug", f"llm-{LONG_REFERENCE}"),
+                                                            ("meta.condition", "zero-shot")])
+    contamination.add("es-004", LONG_SOURCE, LONG_REFERENCE)
+    assert contamination.integrity()["reasons"] == ["reference of entry es-004 appears verbatim in meta.model_slug"]
 
 
 def test_listed_entries_are_capped_and_counted():

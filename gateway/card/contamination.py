@@ -1,32 +1,39 @@
 """The contamination check (SPEC §11; seed 001 §5.1 few-shot leakage, §8.2):
-is a corpus entry in the method's prompt or coaching data?
+is a corpus entry in the method's prompt, coaching data or any other text
+the run carries about itself?
 
-Rule. Every text is compared after the exact-match normalisation
-(`champollion.core.text.normalise_for_match`: NFC, whitespace runs collapsed,
-case kept). The prompt is one *item* of coaching text, each coaching string
-another, each `{source, target}` example a third kind (its source and target
-together). An entry is contaminated when
-  - its reference appears verbatim in an item and is at least
-    MIN_REFERENCE_CHARS characters long: a shorter reference ("OK", "Guardar")
-    is a word or stock phrase a prompt may quote for its own reasons
-    (instructions, glossaries), so alone it is no evidence; or
-  - its source and its reference both appear verbatim in the same item,
-    whatever their length (a few-shot example, or a coaching example whose
-    source and target are the entry's). An entry whose source and reference
-    are the same text (a name, a number) is judged by the first rule only.
+Rule. Every text is compared after folding away what a trivial disguise
+changes (`champollion.core.text.fold_for_comparison`: NFKC, case folded,
+punctuation and symbols as spaces, invisible characters dropped, whitespace
+runs collapsed). Each text field of the run's meta (the prompt, the model
+slug, the condition, ... whatever RunMeta carries) is one *item*, each
+coaching string another, each `{source, target}` example a third kind (its
+source and target together). An entry is contaminated when
+  - its reference appears in an item and is at least MIN_REFERENCE_CHARS
+    characters long (folded): matched with every space taken out on both
+    sides, so that a reference split or joined by spaces, punctuation or
+    zero-width characters is still found; a shorter reference ("OK",
+    "Guardar") is a word or stock phrase a prompt may quote for its own
+    reasons (instructions, glossaries), so alone it is no evidence; or
+  - its source and its reference both appear in the same item as whole
+    words, whatever their length (a few-shot example, or a coaching example
+    whose source and target are the entry's). An entry whose source and
+    reference are the same text (a name, a number) is judged by the first
+    rule only.
 A source alone is never contamination: monolingual sources are expected to be
 public (seed 001 §5.1, indirect contamination). A contaminated entry
-disqualifies the run.
+disqualifies the run (on a secret tier the gateway holds it for a
+maintainer's review instead of answering with the verdict).
 
-Beyond verbatim matches, `reference_ngram_overlap` is the share of the
-corpus's reference word 8-grams (whitespace tokens of the normalised
-references, counted with repetition) that also occur in one item; above 1%
-the run card warns.
+Beyond these matches, `reference_ngram_overlap` is the share of the
+corpus's reference word 8-grams (words of the folded references, counted
+with repetition) that also occur in one item; above 1% the run card warns.
 
 Entries are checked one at a time as the gateway readies them, so no
-reference is kept. The coaching text is indexed once: a suffix array over
-the items joined by a newline (which normalised text never contains, so no
-match spans two items) finds any string in time logarithmic in the text's
+reference is kept. The items are indexed once: suffix arrays over the items
+joined by a newline (which folded text never contains, so no match spans two
+items), one over their words padded with spaces (whole-word matches), one
+with the spaces taken out, find any string in time logarithmic in the text's
 size, and a set of hashed word 8-grams serves the overlap. A 100,000-entry
 run against a 1 MB prompt stays linear in the number of entries.
 """
@@ -38,7 +45,7 @@ from typing import Sequence
 import numpy as np
 from pydivsufsort import divsufsort, sa_search
 
-from champollion.core.text import normalise_for_match
+from champollion.core.text import fold_for_comparison
 
 MIN_REFERENCE_CHARS = 16
 NGRAM_WORDS = 8
@@ -58,30 +65,28 @@ def _word_ngrams(text: str) -> list[int]:
     return [hash(tuple(words[start:start + NGRAM_WORDS])) for start in range(len(words) - NGRAM_WORDS + 1)]
 
 
+def _dense(folded: str) -> str:
+    return folded.replace(" ", "")
+
+
 @dataclass
-class _Index:
-    """The coaching items joined into one UTF-8 haystack with its suffix
-    array. A UTF-8 needle matches only at character boundaries, so a byte
-    match is a character match."""
-    paths: list[str]
+class _Haystack:
+    """Texts joined into one UTF-8 haystack with its suffix array. A UTF-8
+    needle matches only at character boundaries, so a byte match is a
+    character match."""
     haystack: bytes
     suffixes: np.ndarray
     # Byte offset where each item starts, ascending.
     starts: np.ndarray
-    ngrams: set[int]
 
     @classmethod
-    def of(cls, items: list[tuple[str, tuple[str, ...]]]) -> "_Index":
-        """`items`: (path, normalised texts) pairs; an example's texts are
-        its source and target."""
-        texts = [_SEPARATOR.join(parts) for _, parts in items]
+    def of(cls, texts: list[str]) -> "_Haystack":
         starts, offset = [], 0
         for text in texts:
             starts.append(offset)
             offset += len(text.encode("utf-8")) + len(_SEPARATOR)
         haystack = _SEPARATOR.join(texts).encode("utf-8")
-        ngrams = {gram for _, parts in items for part in parts for gram in _word_ngrams(part)}
-        return cls([path for path, _ in items], haystack, divsufsort(haystack), np.array(starts), ngrams)
+        return cls(haystack, divsufsort(haystack), np.array(starts))
 
     def occurrences(self, needle: str) -> np.ndarray:
         """Byte offsets where `needle` starts, in no particular order."""
@@ -96,6 +101,26 @@ class _Index:
 
 
 @dataclass
+class _Index:
+    """The items: their paths, their folded words padded with spaces (a
+    needle padded alike matches whole words), the same without spaces, and
+    their word 8-grams."""
+    paths: list[str]
+    words: _Haystack
+    dense: _Haystack
+    ngrams: set[int]
+
+    @classmethod
+    def of(cls, items: list[tuple[str, tuple[str, ...]]]) -> "_Index":
+        """`items`: (path, folded texts) pairs; an example's texts are its
+        source and target."""
+        words = [_SEPARATOR.join(f" {part} " for part in parts) for _, parts in items]
+        dense = [_SEPARATOR.join(_dense(part) for part in parts) for _, parts in items]
+        ngrams = {gram for _, parts in items for part in parts for gram in _word_ngrams(part)}
+        return cls([path for path, _ in items], _Haystack.of(words), _Haystack.of(dense), ngrams)
+
+
+@dataclass
 class ContaminationCheck:
     """Fed the corpus entry by entry (`add`), then read (`integrity`)."""
     index: _Index | None
@@ -106,15 +131,18 @@ class ContaminationCheck:
     ngrams_found: int = 0
 
     @classmethod
-    def of(cls, prompt: str | None, coaching_data: Sequence[Coaching]) -> "ContaminationCheck":
+    def of(cls, prompt: str | None, coaching_data: Sequence[Coaching],
+           fields: Sequence[tuple[str, str]] = ()) -> "ContaminationCheck":
         """`coaching_data` as RunMeta.coaching_data has it, in order, so that
-        reasons name `meta.coaching_data[i]`."""
+        reasons name `meta.coaching_data[i]`; `fields`: the run's other
+        texts as (path, text), e.g. ("meta.model_slug", ...)."""
         items = []
         if prompt is not None:
             items.append(("meta.prompt", (prompt,)))
+        items.extend((path, (text,)) for path, text in fields)
         for position, item in enumerate(coaching_data):
             items.append((f"meta.coaching_data[{position}]", (item,) if isinstance(item, str) else tuple(item)))
-        items = [(path, tuple(map(normalise_for_match, parts))) for path, parts in items]
+        items = [(path, tuple(map(fold_for_comparison, parts))) for path, parts in items]
         items = [(path, parts) for path, parts in items if any(parts)]
         return cls(_Index.of(items) if items else None)
 
@@ -123,8 +151,8 @@ class ContaminationCheck:
         references is contaminated by any of them)."""
         if self.index is None:
             return
-        source = normalise_for_match(source)
-        references = [normalise_for_match(text) for text in (reference, *extra_references)]
+        source = fold_for_comparison(source)
+        references = [fold_for_comparison(text) for text in (reference, *extra_references)]
         reason = next(filter(None, (self._finding(source, text) for text in references)), None)
         if reason is not None:
             self.contaminated_count += 1
@@ -137,17 +165,22 @@ class ContaminationCheck:
             self.ngrams_found += sum(gram in self.index.ngrams for gram in grams)
 
     def _finding(self, source: str, reference: str) -> str | None:
-        """Why the entry is contaminated (with an {entry_id} to fill), or None."""
+        """Why the entry is contaminated (with an {entry_id} to fill), or
+        None; `source` and `reference` folded."""
         index = self.index
-        found = index.occurrences(reference)
-        if not len(found):
-            return None
+        if not reference:
+            return None  # nothing but punctuation: nothing to find
         if len(reference) >= MIN_REFERENCE_CHARS:
-            first = index.paths[index.items_of(found.min(keepdims=True))[0]]
+            found = index.dense.occurrences(_dense(reference))
+            if not len(found):
+                return None
+            first = index.paths[index.dense.items_of(found.min(keepdims=True))[0]]
             return f"reference of entry {{entry_id}} appears verbatim in {first}"
-        if source == reference:
+        found = index.words.occurrences(f" {reference} ")
+        if not len(found) or not source or source == reference:
             return None
-        with_source = np.intersect1d(index.items_of(found), index.items_of(index.occurrences(source)))
+        with_source = np.intersect1d(index.words.items_of(found),
+                                     index.words.items_of(index.words.occurrences(f" {source} ")))
         if not len(with_source):
             return None
         return f"source and reference of entry {{entry_id}} appear together in {index.paths[with_source[0]]}"

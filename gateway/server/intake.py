@@ -63,6 +63,16 @@ def coaching_of(meta: gateway_pb2.RunMeta) -> list[Coaching]:
     return [item.text if item.HasField("text") else (item.source, item.target) for item in meta.coaching_data]
 
 
+def meta_texts(meta: gateway_pb2.RunMeta) -> list[tuple[str, str]]:
+    """Every text field of the run's meta but the prompt (checked first) and
+    the coaching data, as (path, text): a reference hidden in the model slug
+    or the condition is as much in the method's hands as one in the prompt.
+    Read from the message's descriptor, so a field added later is checked too."""
+    return [(f"meta.{field.name}", getattr(meta, field.name)) for field in meta.DESCRIPTOR.fields
+            if field.type == field.TYPE_STRING and field.label != field.LABEL_REPEATED
+            and field.name != "prompt" and getattr(meta, field.name)]
+
+
 def _entry_usage(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None,
                  reading: UsageReading | None) -> EntryUsage:
     """`reading`: the prediction's usage as validation read it."""
@@ -122,7 +132,7 @@ class RunIntake:
         self.tally = RunTally(usage=UsageTally(pricing_of(first_part.meta)))
         meta = first_part.meta
         self.contamination = ContaminationCheck.of(
-            meta.prompt if meta.HasField("prompt") else None, coaching_of(meta)
+            meta.prompt if meta.HasField("prompt") else None, coaching_of(meta), meta_texts(meta)
         )
         self._first_part = first_part
         self._spill = spill
