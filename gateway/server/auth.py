@@ -8,8 +8,13 @@ file (`serve --auth FILE`, gateway/server/tokens.py) each call must carry
 a maintainer), which `serve` allows on loopback only. Health checks and
 reflection stay open either way, for probes.
 
-Handlers ask `caller_role(context)` for finer rules (a gold corpus's
-sources, a private reference), or `await require(context, role)`.
+Handlers ask `caller_role(context)` / `current_caller()` for finer rules
+(gateway/server/access.py: a gold corpus's runs, another token's runs, a
+budget), or `await require(context, role)`.
+
+A call refused here is refused before its request is read
+(`_refusing`): an unauthenticated caller cannot make the gateway take in a
+256 MiB message.
 """
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ from gateway.server.tokens import TokenFile
 
 log = structlog.get_logger()
 
-__all__ = ["ROLES", "RPC_ROLES", "AccessControl", "caller_role", "require", "require_for_tier"]
+__all__ = ["ROLES", "RPC_ROLES", "AccessControl", "Caller", "caller_role", "current_caller", "require",
+           "require_for_tier"]
 
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
 # Services any caller may use without a token.
@@ -61,6 +67,7 @@ MISSING = ("missing token: send gRPC metadata 'authorization: Bearer <token>' "
            "(champollion: --token or CHAMPOLLION_TOKEN)")
 MALFORMED = "malformed authorization header: expected exactly one 'authorization: Bearer <token>'"
 UNKNOWN = "unknown token: not in this gateway's tokens file (revoked, mistyped, or for another gateway)"
+EXPIRED = "expired token: {name!r} expired at {expires} (ask for a new one)"
 
 
 @dataclass(frozen=True)
@@ -90,18 +97,23 @@ def role_for(method: str) -> str | None:
     return MAINTAINER
 
 
+def current_caller() -> Caller:
+    """Who is calling, as the interceptor established it (a maintainer
+    without a name on a gateway without --auth). Outside a call through the
+    interceptor, a nameless caller with the least role: nothing private
+    leaks by mistake."""
+    return _CALLER.get(None) or Caller(None, SUBMITTER, "this call")
+
+
 def caller_role(context) -> str:
-    """The role the interceptor established for this call ("maintainer" on
-    a gateway without --auth). Outside a call through the interceptor, the
-    least role: nothing private leaks by mistake."""
-    caller = _CALLER.get(None)
-    return caller.role if caller else SUBMITTER
+    """The role of the current caller (see current_caller)."""
+    return current_caller().role
 
 
 async def require(context, role: str, action: str | None = None) -> None:
     """Aborts the call with PERMISSION_DENIED unless the caller has `role`;
     the message names `action` (default: the RPC) and the role needed."""
-    caller = _CALLER.get(None) or Caller(None, SUBMITTER, "this call")
+    caller = current_caller()
     if allows(caller.role, role):
         return
     await context.abort(grpc.StatusCode.PERMISSION_DENIED, _denied(action or caller.rpc, role, caller))
@@ -146,9 +158,9 @@ class AccessControl(grpc.aio.ServerInterceptor):
             caller, problem = self._authenticate(handler_call_details.invocation_metadata or (), rpc)
             if caller is None:
                 log.info("unauthenticated", family="gateway", rpc=rpc, reason=problem.partition(":")[0])
-                return _refusing(handler, grpc.StatusCode.UNAUTHENTICATED, problem)
+                return _refusing(grpc.StatusCode.UNAUTHENTICATED, problem)
         if not allows(caller.role, needed):
-            return _refusing(handler, grpc.StatusCode.PERMISSION_DENIED, _denied(rpc, needed, caller))
+            return _refusing(grpc.StatusCode.PERMISSION_DENIED, _denied(rpc, needed, caller))
         return _as_caller(handler, caller)
 
     def _authenticate(self, metadata, rpc: str) -> tuple[Caller | None, str]:
@@ -163,6 +175,8 @@ class AccessControl(grpc.aio.ServerInterceptor):
         found = self.tokens.find(token)
         if found is None:
             return None, UNKNOWN
+        if found.expired():
+            return None, EXPIRED.format(name=found.name, expires=found.expires.isoformat())
         log.debug("authenticated", family="gateway", rpc=rpc, token=found.name, role=found.role)
         return Caller(found.name, found.role, rpc), ""
 
@@ -172,12 +186,17 @@ def _behavior_field(handler: grpc.RpcMethodHandler) -> str:
     return f"{'stream' if handler.request_streaming else 'unary'}_{'stream' if handler.response_streaming else 'unary'}"
 
 
-def _refusing(handler: grpc.RpcMethodHandler, code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
-    """`handler` with its behavior replaced by a refusal."""
-    async def refuse(request, context):
+def _refusing(code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
+    """A handler that refuses the call before reading its request. Taken as
+    client-streaming whatever the RPC, so gRPC hands the call over before any
+    request message is received: a unary handler would only run once the
+    whole message (up to 256 MiB) had been read into memory. The client's
+    message then stays unread (HTTP/2 flow control holds it back) and the
+    call ends with the refusal."""
+    async def refuse(request_iterator, context):
         await context.abort(code, message)
 
-    return handler._replace(**{_behavior_field(handler): refuse})
+    return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 def _as_caller(handler: grpc.RpcMethodHandler, caller: Caller) -> grpc.RpcMethodHandler:
