@@ -22,7 +22,8 @@ from champollion.apps.launch.embedded import EmbeddedStack
 from champollion.apps.client.upload import collect_run_card, request_parts
 from gateway.card.redaction import corpus_level
 from champollion.core.run_card import run_card_from_proto
-from gateway.server.registered import UNKNOWN_IDS_SHOWN, answer_view, registered_run, stored_view
+from gateway.server.access import answer_view, stored_view
+from gateway.server.registered import UNKNOWN_IDS_SHOWN, registered_run
 from gateway.server.stored_runs import GatewayStore
 from gateway.server.tokens import Token, TokenFile, token_hash
 from gateway.store import RunStore
@@ -159,19 +160,33 @@ def registered_request(predictions_path, corpus_id: str = HOLDOUT, version: str 
                          load_meta(EXAMPLE / "meta.json"), load_glossary(EXAMPLE / "glossary.json"))
 
 
+CLIENT_SENT = "example-eng-spa-client-sent"
+
+
 @pytest.fixture(scope="module")
 def client_sent(open_gateway, predictions_file, tmp_path_factory) -> dict:
-    """The same corpus and predictions evaluated as today: the corpus sent."""
-    out = tmp_path_factory.mktemp("client") / "card.json"
-    assert run_cli("evaluate", EXAMPLE / "corpus.json", predictions_file, "--meta", EXAMPLE / "meta.json",
+    """The same corpus and predictions evaluated as today: the corpus sent,
+    under an id of its own (a registered corpus's id is not the client's to
+    reuse)."""
+    folder = tmp_path_factory.mktemp("client")
+    corpus = folder / "corpus.json"
+    corpus.write_text(json.dumps({**CORPUS, "id": CLIENT_SENT}, ensure_ascii=False), encoding="utf-8")
+    out = folder / "card.json"
+    assert run_cli("evaluate", corpus, predictions_file, "--meta", EXAMPLE / "meta.json",
                    "--glossary", EXAMPLE / "glossary.json", "--gateway", open_gateway, "--out", out) == 0
     return json.loads(out.read_text(encoding="utf-8"))
 
 
 def assert_same_scores(card: dict, expected: dict) -> None:
     """Every corpus-level number: scores (composite, CIs, breakdowns
-    included), totals, the corpus version and the fingerprint."""
-    assert card["scores"] == expected["scores"]
+    included), totals, the corpus version and the fingerprint. A secret
+    tier's answer has no provenance breakdown (its keys are the corpus's
+    private document names)."""
+    scores = card["scores"]
+    if card["dataset"].get("tier") in ("holdout", "gold") and not card["entries"]:
+        assert scores["by_provenance"] == {} and expected["scores"]["by_provenance"]
+        scores = {**scores, "by_provenance": expected["scores"]["by_provenance"]}
+    assert scores == expected["scores"]
     assert card["totals"] == expected["totals"]
     assert card["composite_coverage"] == expected["composite_coverage"]
     assert card["signatures"] == expected["signatures"]
@@ -344,7 +359,8 @@ def test_roles_gold_for_maintainers_and_stored_cards_by_role(guarded_stub, predi
     as_submitter, as_maintainer = read(holdout.run_id, "submitter"), read(holdout.run_id, "maintainer")
     assert as_submitter["entries"] == [] and as_submitter["warnings"][0].startswith("per-entry results withheld")
     assert len(as_maintainer["entries"]) == len(CORPUS["entries"])
-    assert as_submitter["scores"] == as_maintainer["scores"]
+    assert as_submitter["scores"] == {**as_maintainer["scores"], "by_provenance": {}}
+    assert as_maintainer["scores"]["by_provenance"]
     # Gold is fully private (seed 001 §5.2): its runs are not read by submitters at all.
     with pytest.raises(grpc.RpcError) as unreadable:
         read(gold.run_id, "submitter")
@@ -355,7 +371,7 @@ def test_roles_gold_for_maintainers_and_stored_cards_by_role(guarded_stub, predi
 def test_corpus_level_form_of_a_card():
     card = {
         "dataset": {"id": "c", "language_pair": "eng-spa", "version": "0" * 64, "tier": "holdout", "number": 2},
-        "scores": {"composite": 0.5},
+        "scores": {"composite": 0.5, "by_provenance": {"private-doc": {"n": 1}}},
         "warnings": [
             "structural: plugin x failed: KeyError: 'una palabra'; y keeps its universal value",
             "structural: analyzer spa.hfstol is a test fragment",
@@ -376,10 +392,12 @@ def test_corpus_level_form_of_a_card():
         "corpus has 3 entries, below the 50-entry minimum of a development set",
         "structural: 2 messages withheld (a family's messages may quote corpus text; the stored run card keeps them)",
     ]
-    assert not re.search("palabra|texto", json.dumps(redacted))
-    # The verdict stays; which entries, and how much n-gram overlap, would
-    # answer a submitter's guesses about the references.
-    assert redacted["integrity"]["disqualified"] is True and redacted["integrity"]["submissions_with_fingerprint"] == 3
+    assert not re.search("palabra|texto|private-doc", json.dumps(redacted))
+    assert redacted["scores"] == {"composite": 0.5, "by_provenance": {}}
+    # The verdict, which entries, and how much n-gram overlap would each
+    # answer a submitter's guesses about the references: the maintainers' (issue 26).
+    assert redacted["integrity"] == {"disqualified": False, "verdict_withheld": True,
+                                     "submissions_with_fingerprint": 3}
     assert not re.search(r"\be1\b|0\.125|12\.5%", json.dumps(redacted))
     assert answer_view(card).entries is False and stored_view(card, "submitter").card == redacted
     assert stored_view(card, "maintainer").card is card
@@ -411,7 +429,7 @@ def test_the_gateway_sends_the_stored_entries_as_a_client_would(tmp_path):
         gateway_store = GatewayStore(url)
         try:
             run = await registered_run(request, no_more_parts(), gateway_store, "maintainer")
-            return run.header, [part async for part in run.parts]
+            return run.header, [part async for part in run.parts()]
         finally:
             gateway_store.close()
 

@@ -294,7 +294,8 @@ def test_a_gateway_without_a_store_says_so(stack):
             card = evaluate(stub, make_request([{"id": "n1", "reference": "Hola"}]))
             assert card["integrity"] == {"disqualified": False, "reasons": [], "contaminated_entries": [],
                                          "contaminated_entry_count": 0, "submissions_with_fingerprint": None,
-                                         "reference_ngram_overlap": None}
+                                         "reference_ngram_overlap": None, "review": None, "review_reasons": [],
+                                         "verdict_withheld": False}
             assert not any("not stored" in warning for warning in card["warnings"])
 
 

@@ -1,9 +1,11 @@
 """The corpus-level form of a run card scored against a secret registered
 corpus (seed 001 §5.2, §8.1: on holdout and gold corpora references are
-never exposed). It keeps the corpus-level scores, intervals and breakdowns
-and leaves out everything that could carry or reveal a reference: the
-per-entry results (values, verdicts, rejected words, statistics) and the
-families' own messages, which may quote text. Who gets which form is
+never exposed). It keeps the corpus-level scores, intervals and the
+difficulty breakdown and leaves out everything that could carry or reveal a
+reference or the corpus's private metadata: the per-entry results (values,
+verdicts, rejected words, statistics), the families' own messages, which may
+quote text, the provenance breakdown (named after private documents) and the
+contamination verdict (an oracle of guessed references). Who gets which form is
 decided in gateway/server/registered.py."""
 from __future__ import annotations
 
@@ -47,17 +49,24 @@ def _corpus_level_warnings(warnings: list[str]) -> list[str]:
 
 
 def _corpus_level_integrity(integrity: dict | None) -> dict | None:
-    """The verdict and the submission count, without what the check found:
-    which entries a prompt contains, or how much of the references' n-grams,
-    would answer a submitter's guesses about the references."""
+    """The submission count, without the verdict: whether a prompt contains
+    an entry (and which, and how much of the references' n-grams) would
+    answer a submitter's guesses about the references, one submission at a
+    time. The verdict, and whether the run is held for review, are the
+    maintainers' (the stored card keeps them)."""
     if integrity is None:
         return None
-    withheld = {"disqualified": integrity.get("disqualified", False),
-                "submissions_with_fingerprint": integrity.get("submissions_with_fingerprint")}
-    if withheld["disqualified"]:
-        withheld["reasons"] = ["meta.prompt or meta.coaching_data contains evaluation items verbatim "
-                               "(which ones is withheld on a secret corpus)"]
-    return withheld
+    return {"disqualified": False, "verdict_withheld": True,
+            "submissions_with_fingerprint": integrity.get("submissions_with_fingerprint")}
+
+
+def _corpus_level_scores(scores: dict | None) -> dict | None:
+    """The scores less `by_provenance`, whose keys are the private corpus's
+    provenance documents (difficulty tiers, in `by_difficulty`, are public
+    with the sources)."""
+    if scores is None:
+        return None
+    return {**scores, "by_provenance": {}}
 
 
 def corpus_level(card: dict) -> dict:
@@ -69,5 +78,7 @@ def corpus_level(card: dict) -> dict:
     redacted["warnings"] = [withheld_notice(tier_of(card)), *_corpus_level_warnings(warnings)]
     if "integrity" in card:
         redacted["integrity"] = _corpus_level_integrity(card["integrity"])
+    if "scores" in card:
+        redacted["scores"] = _corpus_level_scores(card["scores"])
     redacted["entries"] = []
     return redacted

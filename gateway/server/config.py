@@ -16,6 +16,10 @@ stack:
     max_text_chars: 20000           # per source, reference, prediction, raw_prediction, variant
     store: sqlite:////var/lib/champollion/runs.sqlite   # or postgresql://...; absent: no store
     tls_ca: /etc/champollion/tls/ca.crt  # families over TLS, trusting this CA; absent: plaintext
+    submission_budget: 5            # runs per token per secret-tier corpus version per window
+    submission_window_hours: 24
+    near_duplicate_entries: 3       # predictions differing from an earlier run's in at most
+    near_duplicate_share: 0.05      # max(3, 5% of the entries): a probe, held for review
 """
 from __future__ import annotations
 
@@ -65,6 +69,17 @@ class GatewayConfig:
     # with it the gateway reaches every family over TLS (cross-region FST
     # services, say). None: plaintext, as inside one cluster.
     tls_ca: str | None = None
+    # Submissions to a holdout or gold corpus (gateway/server/submissions.py):
+    # each token (submitter) may make `submission_budget` runs per corpus
+    # version in any `submission_window_hours`, counted before scoring; more
+    # get RESOURCE_EXHAUSTED with the time a place frees. A run whose
+    # predictions differ from one of the token's earlier runs on the version
+    # in at most max(near_duplicate_entries, near_duplicate_share of the
+    # entries) probes the references: it is held for a maintainer's review.
+    submission_budget: int = 5
+    submission_window_hours: float = 24.0
+    near_duplicate_entries: int = 3
+    near_duplicate_share: float = 0.05
 
     def __post_init__(self):
         _check_families(self.families)
@@ -74,6 +89,14 @@ class GatewayConfig:
         _check_count("max_concurrent_runs", self.max_concurrent_runs)
         _check_count("max_queued_runs", self.max_queued_runs, least=0)
         _check_count("max_text_chars", self.max_text_chars)
+        _check_count("submission_budget", self.submission_budget)
+        _check_count("near_duplicate_entries", self.near_duplicate_entries, least=0)
+        window = self.submission_window_hours
+        if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0 < window < math.inf:
+            raise ConfigError(f"submission_window_hours: must be a positive number of hours, got {window!r}")
+        share = self.near_duplicate_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
+            raise ConfigError(f"near_duplicate_share: must be a share from 0 up to (not including) 1, got {share!r}")
         deadline = self.deadline_seconds
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 0 < deadline < math.inf:
             raise ConfigError(f"deadline_seconds: must be a positive number of seconds, got {deadline!r}")

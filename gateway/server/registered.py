@@ -1,13 +1,15 @@
 """Server-side scoring against a registered corpus (seed 001 §5.2, §8.1):
 the client names the corpus (`corpus_ref`) and sends predictions only; the
-entries, references included, come from the gateway's store. And what a
-caller may see of such a run's card.
+entries, references included, come from the gateway's store.
 
 The run then goes through the same intake and evaluation as a corpus the
 client sends (gateway/server/intake.py): the stored entries are turned into
 upload parts, each with its entries' predictions. The client's predictions
 are all read, and their ids checked against the registered version, before
-any part goes out, so a run against a modified corpus is never scored.
+any part goes out, so a run against a modified corpus is never scored; on a
+holdout or gold corpus they must cover every entry (a run of one entry
+would tell whether that entry's reference was guessed). What a caller sees
+of such a run's card is gateway/server/access.py's to say.
 """
 from __future__ import annotations
 
@@ -21,19 +23,19 @@ import structlog
 from google.protobuf import json_format
 
 from champollion.core.cards import CardRegistry, default_registry
+from champollion.core.tiers import SECRET_TIERS
 from champollion.eval.v1 import gateway_pb2
-from champollion.core.tiers import is_secret
-from gateway.card.redaction import corpus_level
-from gateway.server.auth import MAINTAINER, may_use_tier
+from gateway.server.auth import may_use_tier
 from gateway.server.stored_runs import GatewayStore, one_line
 from gateway.server.validation import InvalidRun, check_language, check_prediction, header_fields_in
 from gateway.store import InvalidQuery, StoreError, UnknownCorpus
 
 log = structlog.get_logger()
 
-# Unknown prediction ids named in the refusal, at most.
+# Unknown (or missing) prediction ids named in the refusal, at most.
 UNKNOWN_IDS_SHOWN = 5
-# Only maintainers may run a gold corpus (seed 001 §5.2: fully private).
+
+
 class CorpusRefused(Exception):
     """The named corpus cannot be used: `code` is the gRPC status to answer."""
 
@@ -46,17 +48,29 @@ class CorpusRefused(Exception):
 class RegisteredRun:
     """A run on a registered corpus, as the intake takes any run: `header`
     (the first part, with the registered corpus's id and languages) and
-    `parts` (the stored entries with the client's predictions)."""
+    `parts()` (the stored entries with the client's predictions, read from
+    the store as the intake asks for them). `predictions`: every prediction
+    sent, by entry id, with its index; `ids`: the version's entry ids in
+    corpus order."""
     corpus: dict  # RunStore.corpus_info
     header: gateway_pb2.EvaluateRequest
-    parts: AsyncIterator[gateway_pb2.EvaluateRequest]
+    predictions: dict[str, tuple[int, gateway_pb2.Prediction]]
+    ids: list[str]
+    store: GatewayStore
+
+    @property
+    def tier(self) -> str:
+        return self.corpus["tier"]
+
+    def parts(self) -> AsyncIterator[gateway_pb2.EvaluateRequest]:
+        return _stored_parts(self.store, self.corpus, self.predictions)
 
     def label(self, card: dict) -> None:
         """Names the registered version's tier and number in the card."""
         card["dataset"].update(tier=self.corpus["tier"], number=self.corpus["number"])
 
 
-async def _in_store(store: GatewayStore, use):
+async def in_store(store: GatewayStore, use):
     """`use(store)`; the store's errors as the statuses a caller gets."""
     try:
         return await store.call(use)
@@ -157,23 +171,31 @@ def _refuse_unknown(predictions: dict[str, tuple[int, gateway_pb2.Prediction]], 
     )
 
 
+def _refuse_partial(predictions: dict, ids: list[str], corpus: dict) -> None:
+    """On a secret tier every entry needs a prediction (or an error): a run
+    of a few entries would answer, through its corpus-level scores, whether
+    those entries' references were guessed."""
+    missing = [entry_id for entry_id in ids if entry_id not in predictions]
+    if not missing:
+        return
+    shown = ", ".join(repr(entry_id) for entry_id in missing[:UNKNOWN_IDS_SHOWN])
+    more = f" and {len(missing) - UNKNOWN_IDS_SHOWN} more" if len(missing) > UNKNOWN_IDS_SHOWN else ""
+    raise InvalidRun(
+        "predictions",
+        f"cover {len(ids) - len(missing)} of the {len(ids)} entries of registered corpus {corpus['id']!r} "
+        f"version {corpus['number']}; on a {corpus['tier']} corpus a run predicts every entry (an entry the "
+        f"method failed on is sent with its error): missing {shown}{more}")
+
+
 def _entry_message(entry: dict) -> gateway_pb2.CorpusEntry:
     """A stored entry (the corpus JSON's fields) as the message a client sends."""
     return json_format.ParseDict(entry, gateway_pb2.CorpusEntry(), ignore_unknown_fields=True)
 
 
-async def _stored_parts(store: GatewayStore, corpus: dict, first_part, later_parts):
-    """The run's parts from the store, once the client's predictions have all
-    come and every id is known to the registered version."""
-    started = time.perf_counter()
-    predictions = await _predictions(first_part, later_parts)
-    # Entry id -> fingerprint: the version's ids, without reading its entries.
-    ids = await _in_store(store, lambda run_store: run_store.entry_fingerprints(corpus["id"], corpus["version"]))
-    _refuse_unknown(predictions, set(ids), corpus)
-    log.info("registered_corpus_run", family="gateway", corpus_id=corpus["id"], corpus_number=corpus["number"],
-             entries=len(ids), predictions=len(predictions),
-             duration_s=round(time.perf_counter() - started, 4))
-    batches = await _in_store(store, lambda run_store: run_store.corpus_entries(corpus["id"], corpus["version"]))
+async def _stored_parts(store: GatewayStore, corpus: dict, predictions: dict):
+    """The run's parts from the store: the version's entries a batch at a
+    time, each with its entries' predictions."""
+    batches = await in_store(store, lambda run_store: run_store.corpus_entries(corpus["id"], corpus["version"]))
     while True:
         try:
             batch = await asyncio.to_thread(next, batches, None)
@@ -191,9 +213,11 @@ async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: A
                          store: GatewayStore | None, role: str,
                          cards: CardRegistry | None = None) -> RegisteredRun | None:
     """The run as the intake takes it when `first_part` names a registered
-    corpus (None when it does not). Raises InvalidRun on bad input and
-    CorpusRefused (NOT_FOUND, PERMISSION_DENIED, UNAVAILABLE) when the
-    corpus cannot be used by this `role`."""
+    corpus (None when it does not), its predictions all read and their ids
+    checked against the version (every entry covered on a secret tier).
+    Raises InvalidRun on bad input and CorpusRefused (NOT_FOUND,
+    PERMISSION_DENIED, UNAVAILABLE) when the corpus cannot be used by this
+    `role`."""
     if not first_part.HasField("corpus_ref"):
         return None
     _check_first_part(first_part)
@@ -201,36 +225,37 @@ async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: A
         raise CorpusRefused(grpc.StatusCode.UNAVAILABLE, "corpus_ref: this gateway has no run store, so no "
                                                          "registered corpus (start it with --store URL)")
     reference = first_part.corpus_ref
-    corpus = await _in_store(store, lambda run_store: run_store.corpus_info(reference.id, reference.version or None))
+    corpus = await in_store(store, lambda run_store: run_store.corpus_info(reference.id, reference.version or None))
     if not may_use_tier(role, corpus["tier"]):
         raise CorpusRefused(grpc.StatusCode.PERMISSION_DENIED,
                             f"corpus_ref: corpus {corpus['id']!r} is {corpus['tier']}: only maintainers may run it")
     _check_languages(first_part, corpus, cards or default_registry())
-    return RegisteredRun(corpus, _header(first_part, corpus), _stored_parts(store, corpus, first_part, later_parts))
+    started = time.perf_counter()
+    predictions = await _predictions(first_part, later_parts)
+    # Entry id -> fingerprint: the version's ids, without reading its entries.
+    ids = list(await in_store(store, lambda run_store: run_store.entry_fingerprints(corpus["id"], corpus["version"])))
+    _refuse_unknown(predictions, set(ids), corpus)
+    if corpus["tier"] in SECRET_TIERS:
+        _refuse_partial(predictions, ids, corpus)
+    log.info("registered_corpus_run", family="gateway", corpus_id=corpus["id"], corpus_number=corpus["number"],
+             entries=len(ids), predictions=len(predictions),
+             duration_s=round(time.perf_counter() - started, 4))
+    return RegisteredRun(corpus, _header(first_part, corpus), predictions, ids, store)
 
 
-@dataclass(frozen=True)
-class CardView:
-    """What a caller is sent of a run card: `card`, and whether its
-    per-entry results go with it."""
-    card: dict
-    entries: bool
-
-
-def _view(card: dict, full: bool) -> CardView:
-    if is_secret(card) and not full:
-        return CardView(corpus_level(card), entries=False)
-    return CardView(card, entries=True)
-
-
-def answer_view(card: dict) -> CardView:
-    """The answer to an evaluation: corpus level for a secret corpus,
-    whoever asked (it goes back to the method's platform; maintainers read
-    the whole stored card with GetRun)."""
-    return _view(card, full=False)
-
-
-def stored_view(card: dict, role: str) -> CardView:
-    """A stored run read back (GetRun): whole for maintainers, corpus level
-    for anyone else when the corpus is secret."""
-    return _view(card, full=role == MAINTAINER)
+async def refuse_registered_id(first_part: gateway_pb2.EvaluateRequest, store: GatewayStore | None) -> None:
+    """A corpus the client sends may not take the id of a registered one:
+    its runs would join that corpus's leaderboard beside runs scored on the
+    registered entries. A store that cannot be asked lets the run through
+    (it then cannot be stored on any board either)."""
+    corpus_id = first_part.corpus.id
+    if store is None or not corpus_id:
+        return
+    try:
+        tier = await store.call(lambda run_store: run_store.registered_tier(corpus_id))
+    except StoreError:
+        return
+    if tier is not None:
+        raise InvalidRun("corpus.id", f"{corpus_id!r} is the id of a registered ({tier}) corpus: score against it "
+                                      f"with corpus_ref (--corpus-id, predictions only), or give this corpus "
+                                      f"another id")

@@ -1,6 +1,8 @@
 """gRPC glue for the gateway: Evaluate, EvaluateStream, EvaluateUpload,
-Compare, Describe, the stored runs' ListRuns, GetRun, Leaderboard, and
-the registered corpora's RegisterCorpus, ListCorpora, SetCorpusTier, GetSources."""
+Compare, Describe, the stored runs' ListRuns, GetRun, Leaderboard, the
+registered corpora's RegisterCorpus, ListCorpora, SetCorpusTier, GetSources,
+and the review of held runs (ListHeldRuns, ReviewRun). Who may see or do
+what is asked of gateway/server/access.py."""
 from __future__ import annotations
 
 import asyncio
@@ -16,21 +18,46 @@ from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_c
 from gateway.card.bootstrap import DEFAULT_SEED
 from gateway.card.compare import BOOTSTRAP, DEFAULT_SAMPLES, METHODS, ComparableRun, CompareRefused, compare_runs
 from gateway.card.metrics import FAMILIES
-from champollion.core.tiers import tier_of
+from champollion.core.addresses import is_loopback
+from champollion.core.tiers import SECRET_TIERS
 from champollion.core.run_card import dict_to_message, run_card_to_proto
 from gateway.server import corpora
+from gateway.server.access import (
+    CompareSide,
+    Refused,
+    answer_view,
+    budget_applies,
+    check_compare,
+    check_listing,
+    check_read,
+    check_sampling,
+    hidden_tiers,
+    is_maintainer,
+    listed_row,
+    stored_view,
+)
 from gateway.server.admission import Admission
-from gateway.server.auth import MAINTAINER, allows, caller_role, require_for_tier
+from gateway.server.auth import current_caller
 from gateway.server.config import GatewayConfig
 from gateway.server.evaluation import ScoredRun, evaluate
 from gateway.server.fanout import FamilyClient
 from gateway.server.intake import RunIntake
-from gateway.server.registered import CorpusRefused, answer_view, registered_run, stored_view
+from gateway.server.registered import CorpusRefused, refuse_registered_id, registered_run
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
+from gateway.server.submissions import admit, hold_for_review
 from champollion.core.limits import MAX_RESAMPLES, shown
 from gateway.server.validation import InvalidRun
-from gateway.store import CorpusConflict, InvalidQuery, RunStore, StoreError, UnknownCorpus, UnknownRun
+from gateway.store import (
+    CorpusConflict,
+    InvalidQuery,
+    NotHeld,
+    RunStore,
+    StoreError,
+    UnknownCorpus,
+    UnknownRun,
+)
+from gateway.store.submissions import DECISIONS
 
 log = structlog.get_logger()
 Result = TypeVar("Result")
@@ -58,6 +85,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._family_credentials = config.family_credentials()  # None: plaintext
         self.store = GatewayStore(config.store) if config.store else None
         self.admission = Admission(config.max_concurrent_runs, config.max_queued_runs)
+        # Budgets are counted one submission at a time (the store's advisory
+        # lock covers several gateways on one PostgreSQL database).
+        self._admitting = asyncio.Lock()
 
     def _client(self, family: str, address: str) -> FamilyClient:
         key = (family, address)
@@ -86,34 +116,50 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def _score(self, first_part, later_parts, context, spill: RunSpill, on_progress=None) -> ScoredRun:
         """Validates and scores a run; aborts the call with INVALID_ARGUMENT
-        naming the field and entry on bad input, INTERNAL on a bug."""
+        naming the field and entry on bad input, INTERNAL on a bug. A
+        non-maintainer's run on a secret tier is counted against its token's
+        budget once its header and predictions are known good, before
+        anything is scored."""
         started = time.perf_counter()
-        registered = None
+        caller = current_caller()
+        registered = admitted = None
         try:
             # A run on a registered corpus: the stored entries with the client's predictions.
-            registered = await registered_run(first_part, later_parts, self.store, caller_role(context), self.cards)
+            registered = await registered_run(first_part, later_parts, self.store, caller.role, self.cards)
             if registered is not None:
-                first_part, later_parts = registered.header, registered.parts
+                first_part, later_parts = registered.header, registered.parts()
+            else:
+                await refuse_registered_id(first_part, self.store)
             intake = RunIntake(first_part, self.cards, spill, self.config.max_text_chars)
+            if registered is not None:
+                options = first_part.options
+                check_sampling(caller, registered.tier, options.seed if options.HasField("seed") else None,
+                               options.bootstrap_resamples)
+                if budget_applies(caller, registered.tier):
+                    async with self._admitting:
+                        admitted = await admit(registered, caller, self.config)
             clients, unrouted = self.clients_for(intake.run.target.card.code)
             scored = await evaluate(intake, later_parts, self.config, clients, unrouted, spill, on_progress,
                                     expected_entries=registered.corpus["entries"] if registered else 0)
         except InvalidRun as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        except CorpusRefused as error:
+        except (CorpusRefused, Refused) as error:
             await context.abort(error.code, str(error))
         except Exception as error:  # a bug, not bad input: say so, keep serving
             log.exception("evaluate_failed", family="gateway")
             await context.abort(grpc.StatusCode.INTERNAL, f"evaluation failed: {type(error).__name__}: {error}")
         if registered is not None:
             registered.label(scored.card)
+            if registered.tier in SECRET_TIERS:
+                hold_for_review(scored.card, admitted, scored.card["scores"]["total"])
         # Stored before the card is sent, so that it can say how many stored
         # runs share its fingerprint.
-        await record_run(self.store, scored)
+        await record_run(self.store, scored, caller.name, admitted.submission_id if admitted else None)
         log.info(
             "evaluate",
             run_id=scored.card["run_id"],
             family="gateway",
+            token=caller.name,
             entries=scored.card["scores"]["total"],
             duration_s=round(time.perf_counter() - started, 4),
             spill_bytes=spill.size_bytes(),
@@ -199,6 +245,21 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         if method not in METHODS:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"method must be one of {', '.join(METHODS)} "
                                                                   f"(empty: bs), got {shown(request.method)}")
+        # Who may compare what (a stored side read as GetRun reads it; on a
+        # secret tier a submitter's own stored runs, the gateway's seed and
+        # samples), checked before any statistics are read.
+        sides = []
+        for name in ("baseline", "system"):
+            run_id = getattr(request, f"{name}_run_id")
+            tier = submitted_by = None
+            if run_id:
+                tier, submitted_by = await self._stored(context, lambda store: store.run_access(run_id))
+            sides.append(CompareSide(name, run_id, tier, submitted_by))
+        try:
+            check_compare(current_caller(), sides, method, request.seed if request.HasField("seed") else None,
+                          request.resamples)
+        except Refused as error:
+            await context.abort(error.code, str(error))
         seed = request.seed if request.HasField("seed") else DEFAULT_SEED
         # Bootstrap resamples, or randomization trials.
         samples = request.resamples or DEFAULT_SAMPLES[method]
@@ -242,18 +303,38 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         except StoreError as error:
             await context.abort(grpc.StatusCode.UNAVAILABLE, one_line(error))
 
+    async def _check_listing(self, context, dataset_id: str | None, what: str) -> None:
+        """A listing of a registered corpus the caller may not read (gold:
+        maintainers only) is refused."""
+        caller = current_caller()
+        if dataset_id is None or is_maintainer(caller):
+            return
+        tier = await self._stored(context, lambda store: store.registered_tier(dataset_id))
+        try:
+            check_listing(caller, tier, dataset_id, what)
+        except Refused as error:
+            await context.abort(error.code, str(error))
+
     async def ListRuns(self, request, context):
         dataset_id = request.dataset_id if request.HasField("dataset_id") else None
         model_slug = request.model_slug if request.HasField("model_slug") else None
-        runs = await self._stored(context, lambda store: store.list_runs(dataset_id, model_slug))
-        return gateway_pb2.ListRunsResponse(runs=[as_struct(run) for run in runs])
+        await self._check_listing(context, dataset_id, "ListRuns")
+        caller = current_caller()
+        runs = await self._stored(context, lambda store: store.list_runs(dataset_id, model_slug,
+                                                                          hidden_tiers=hidden_tiers(caller)))
+        return gateway_pb2.ListRunsResponse(runs=[as_struct(listed_row(caller, run)) for run in runs])
 
     async def GetRun(self, request, context):
-        card = await self._stored(context, lambda store: store.get_run(request.run_id))
+        caller = current_caller()
+        tier, _ = await self._stored(context, lambda store: store.run_access(request.run_id))
         # A gold corpus's runs are read by maintainers only; a holdout run
         # is read whole by maintainers, at corpus level by anyone else.
-        await require_for_tier(context, tier_of(card), "GetRun")
-        card = stored_view(card, caller_role(context)).card
+        try:
+            check_read(caller, tier, "GetRun")
+        except Refused as error:
+            await context.abort(error.code, str(error))
+        card = await self._stored(context, lambda store: store.get_run(request.run_id))
+        card = stored_view(card, caller.role).card
         entries = card.pop("entries")
         yield gateway_pb2.EvaluateProgress(run_card=await asyncio.to_thread(run_card_to_proto, card))
         for start in range(0, len(entries), STORED_ENTRIES_PER_MESSAGE):
@@ -265,6 +346,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "dataset_id: required (the corpus id to rank runs of)")
         if request.limit < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit: must be 0 (every row) or positive")
+        await self._check_listing(context, request.dataset_id, "Leaderboard")
+        caller = current_caller()
         board = await self._stored(context, lambda store: store.leaderboard(
             request.dataset_id,
             version=request.version if request.HasField("version") else None,
@@ -274,11 +357,32 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             include_disqualified=request.include_disqualified,
             official=request.official,
             limit=request.limit or None,
+            hidden_tiers=hidden_tiers(caller),
         ))
         return gateway_pb2.LeaderboardResponse(
             dataset_id=board["dataset_id"], corpus_version=board["corpus_version"] or "", sort=board["sort"],
-            rows=[as_struct(row) for row in board["rows"]],
+            rows=[as_struct(listed_row(caller, row)) for row in board["rows"]],
         )
+
+    # Held runs (maintainers, by RPC_ROLES): gateway/server/submissions.py holds them.
+
+    async def ListHeldRuns(self, request, context):
+        dataset_id = request.dataset_id if request.HasField("dataset_id") else None
+        held = await self._stored(context, lambda store: store.held_runs(dataset_id))
+        return gateway_pb2.ListRunsResponse(runs=[as_struct(run) for run in held])
+
+    async def ReviewRun(self, request, context):
+        if request.decision not in DECISIONS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"decision: must be one of {', '.join(DECISIONS)}, "
+                                                                  f"got {shown(request.decision)}")
+        reviewer = current_caller().name
+        try:
+            run = await self._stored(context, lambda store: store.review_run(request.run_id, request.decision,
+                                                                             request.note, reviewer))
+        except NotHeld as error:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        log.info("run_reviewed", family="gateway", run_id=request.run_id, decision=request.decision, token=reviewer)
+        return gateway_pb2.ReviewRunResponse(run=as_struct(run))
 
     # Registered corpora: the logic is gateway/server/corpora.py's.
 
@@ -296,7 +400,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             yield part
 
     async def Describe(self, request, context):
-        maintainer = allows(caller_role(context), MAINTAINER)
+        maintainer = is_maintainer(current_caller())
         families = []
         for name in FAMILIES:
             addresses = self.config.addresses(name)
@@ -304,7 +408,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 families.append(gateway_pb2.FamilyStatus(family=name, error="not configured"))
             for address in addresses:
                 # Internal addresses are for maintainers (gRPC's details name them too).
-                status = gateway_pb2.FamilyStatus(family=name, address=address if maintainer else "")
+                status = gateway_pb2.FamilyStatus(family=name, address=address if maintainer else "",
+                                                  listens="loopback" if is_loopback(address) else "network")
                 try:
                     status.description.CopyFrom(await self._client(name, address).describe())
                     status.reachable = True

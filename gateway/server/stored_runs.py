@@ -68,11 +68,14 @@ class GatewayStore:
                 self._store = None
 
 
-async def record_run(store: GatewayStore | None, scored: ScoredRun) -> None:
-    """Stores the scored run (card and entries, one transaction) and fills
-    the card's `integrity.submissions_with_fingerprint`, keeping the rest of
-    the block (the contamination check's, from the evaluation); a run that
-    could not be stored keeps null there and a warning saying why."""
+async def record_run(store: GatewayStore | None, scored: ScoredRun, submitted_by: str | None = None,
+                     submission_id: str | None = None) -> None:
+    """Stores the scored run (card and entries, one transaction) with the
+    name of the token that submitted it (and the submission it was admitted
+    as, on a secret tier), and fills the card's
+    `integrity.submissions_with_fingerprint`, keeping the rest of the block
+    (the contamination check's, from the evaluation); a run that could not
+    be stored keeps null there and a warning saying why."""
     integrity = scored.card.setdefault("integrity", {"disqualified": False})
     integrity["submissions_with_fingerprint"] = None
     if store is None:
@@ -80,13 +83,13 @@ async def record_run(store: GatewayStore | None, scored: ScoredRun) -> None:
 
     def save(run_store: RunStore) -> int:
         entries = ([entry_as_dict(entry) for entry in batch] for batch in scored.entry_results())
-        return run_store.save_run(scored.card, entries)
+        return run_store.save_run(scored.card, entries, submitted_by, submission_id)
 
     started = time.perf_counter()
     try:
         integrity["submissions_with_fingerprint"] = await store.call(save)
-        log.info("run_stored", family="gateway", run_id=scored.card["run_id"],
-                 duration_s=round(time.perf_counter() - started, 4))
+        log.info("run_stored", family="gateway", run_id=scored.card["run_id"], token=submitted_by,
+                 review=integrity.get("review"), duration_s=round(time.perf_counter() - started, 4))
     except StoreError as error:  # the database: unreachable, full, ...
         scored.card["warnings"].append(f"run card not stored: {one_line(error)}")
     except Exception as error:  # a bug: say so, and still send the run card back

@@ -1,0 +1,103 @@
+"""Submissions to a holdout or gold corpus (issue 26; seed 001 §8.2): the
+scores a submitter gets back answer questions about the private
+references, so each answer is spent from a budget and watched.
+
+- A budget per token and corpus version (GatewayConfig
+  `submission_budget` runs per `submission_window_hours`), counted when the
+  run is admitted, before anything is scored; past it, RESOURCE_EXHAUSTED
+  saying when a place frees.
+- Near-duplicates: a submission whose predictions differ from one of the
+  same token's earlier ones on the version in only a few entries (or none)
+  probes the references entry by entry: it is held for a maintainer's
+  review, as a run whose prompt or meta contains an entry is.
+- A held run is stored with the reasons and stays off every leaderboard
+  until a maintainer clears or disqualifies it (ReviewRun); the submitter's
+  answer is the same whether it is held or not.
+
+Who is budgeted is gateway/server/access.py's rule; the counting is the
+store's (gateway/store/submissions.py).
+"""
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+import grpc
+import structlog
+
+from champollion.core.text import fold_for_comparison
+from gateway.server.auth import Caller
+from gateway.server.config import GatewayConfig
+from gateway.server.registered import CorpusRefused, RegisteredRun, in_store
+from gateway.store import BudgetSpent
+from gateway.store.submissions import HASH_CHARS, HELD, Admitted, Budget
+
+log = structlog.get_logger()
+# What an entry without a text prediction (an error) hashes as.
+_NO_TEXT = "\x00error"
+
+
+def budget_of(config: GatewayConfig) -> Budget:
+    return Budget(limit=config.submission_budget, window=timedelta(hours=config.submission_window_hours),
+                  near_entries=config.near_duplicate_entries, near_share=config.near_duplicate_share)
+
+
+def prediction_digests(run: RegisteredRun) -> str:
+    """A hash of each entry's prediction in corpus order, HASH_CHARS hex
+    digits each. The prediction is folded first (case, punctuation,
+    whitespace, invisible characters): re-punctuating the entries a probe
+    does not ask about does not hide it."""
+    digests = []
+    for entry_id in run.ids:
+        prediction = run.predictions[entry_id][1]
+        text = fold_for_comparison(prediction.prediction) if prediction.HasField("prediction") else _NO_TEXT
+        digests.append(hashlib.sha256(text.encode("utf-8")).hexdigest()[:HASH_CHARS])
+    return "".join(digests)
+
+
+async def admit(run: RegisteredRun, caller: Caller, config: GatewayConfig) -> Admitted:
+    """Counts the run against the caller's budget for the corpus version;
+    CorpusRefused (RESOURCE_EXHAUSTED) when it is spent."""
+    corpus, budget = run.corpus, budget_of(config)
+    digests = prediction_digests(run)
+    try:
+        admitted = await in_store(run.store, lambda store: store.admit_submission(
+            caller.name, corpus["id"], corpus["version"], digests, budget))
+    except BudgetSpent as spent:
+        log.info("submission_refused", family="gateway", token=caller.name, corpus_id=corpus["id"],
+                 corpus_number=corpus["number"], submissions=spent.count, limit=spent.limit)
+        raise CorpusRefused(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"submission budget spent: token {caller.name!r} has made {spent.count} submissions to corpus "
+            f"{corpus['id']!r} version {corpus['number']} in the last {_hours(budget.window)} (at most "
+            f"{spent.limit}); the next is accepted from {spent.resets_at.isoformat(timespec='seconds')}") from None
+    log.info("submission_admitted", family="gateway", token=caller.name, corpus_id=corpus["id"],
+             corpus_number=corpus["number"], submission=admitted.used, limit=admitted.limit,
+             near_duplicate_of=admitted.near_duplicate_of, changed_entries=admitted.changed_entries)
+    return admitted
+
+
+def _hours(window: timedelta) -> str:
+    hours = window.total_seconds() / 3600
+    return f"{hours:g} h"
+
+
+def hold_for_review(card: dict, admitted: Admitted | None, total: int) -> None:
+    """Marks a secret-tier run's card held for review when the contamination
+    check found an entry, or when it nearly duplicates an earlier run of the
+    same token: the reasons (stored card only) say which."""
+    integrity = card.setdefault("integrity", {"disqualified": False})
+    reasons = []
+    if integrity.get("disqualified"):
+        count = integrity.get("contaminated_entry_count") or len(integrity.get("contaminated_entries") or [])
+        reasons.append(f"contamination: {count} entr{'y' if count == 1 else 'ies'} found in the run's own texts "
+                       f"(integrity.reasons and contaminated_entries say which and where)")
+    if admitted is not None and admitted.near_duplicate_of is not None:
+        reasons.append(f"probing: its predictions differ from those of {_earlier(admitted.near_duplicate_of)} "
+                       f"(same token, same corpus version) in {admitted.changed_entries} of {total} entries")
+    if reasons:
+        integrity.update(review=HELD, review_reasons=reasons)
+
+
+def _earlier(reference: str) -> str:
+    return reference if reference.startswith("submission ") else f"run {reference}"
