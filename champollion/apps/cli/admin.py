@@ -4,7 +4,8 @@ from __future__ import annotations
 import sys
 
 from champollion.apps.cli.common import EXIT_FAILURE, EXIT_INVALID_INPUT, CliError, store_url
-from gateway.server.tokens import new_token, token_line
+from gateway.server.config import ConfigError
+from gateway.server.tokens import new_token, token_expiry, token_line
 from gateway.store import RunStore, StoreError
 from gateway.store.location import parse_store_url, redact
 
@@ -14,11 +15,17 @@ def cmd_token_new(args) -> int:
     for the gateway's tokens file: nobody hashes by hand."""
     if not args.name.strip():
         raise CliError("--name: required, a non-empty name", EXIT_INVALID_INPUT)
+    expires = None
+    if args.expires:
+        try:
+            expires = token_expiry(args.expires)
+        except ConfigError as error:
+            raise CliError(f"--expires: {error}", EXIT_INVALID_INPUT) from None
     token = new_token()
     print(token)
     print("# the token above, for its user (shown once); the line below, under `tokens:` in the file of "
           "`serve --auth` (it keeps only the hash):", file=sys.stderr)
-    print(f"  {token_line(args.name, args.role, token)}")
+    print(f"  {token_line(args.name, args.role, token, expires)}")
     return 0
 
 

@@ -1,32 +1,27 @@
 """`champollion serve`: the embedded stack, or the families and gateway named
-with --family, until SIGINT or SIGTERM."""
+with --family, until SIGINT or SIGTERM; SIGHUP reads the tokens file again."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import signal
 import sys
 from pathlib import Path
 
+import structlog
+
 from champollion.apps.cli.common import EXIT_INVALID_INPUT, CliError
 from champollion.apps.cli.common import store_url as _store_url
 from champollion.apps.launch.embedded import start_family, start_gateway, start_stack, stop_stack
 from champollion.core import logs
+from champollion.core.addresses import is_loopback
 from champollion.core.cards import UnknownLanguage, default_registry
 from champollion.core.serving import ServerTls, TlsError
 from gateway.server.config import ConfigError, GatewayConfig, load_config
 from gateway.server.tokens import TokenFile
 from services.registry import IMPLEMENTED
 
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:  # a host name: it may resolve to anything
-        return False
+log = structlog.get_logger()
 
 
 def _server_access(args) -> tuple[TokenFile | None, ServerTls | None]:
@@ -36,7 +31,7 @@ def _server_access(args) -> tuple[TokenFile | None, ServerTls | None]:
     serves_gateway = not args.family or "gateway" in args.family
     if args.auth and not serves_gateway:
         raise CliError("--auth applies to the gateway (serve it alone or with --family gateway)", EXIT_INVALID_INPUT)
-    if serves_gateway and not args.auth and not args.insecure_open and not _is_loopback(args.host):
+    if serves_gateway and not args.auth and not args.insecure_open and not is_loopback(args.host):
         raise CliError(f"refusing to serve an open gateway on {args.host}: without --auth anyone who reaches it may "
                        f"evaluate, read every stored run and register corpora; give --auth TOKENS.yaml, or "
                        f"--insecure-open if something else (a network policy, an authenticating proxy) guards it",
@@ -86,7 +81,8 @@ async def _serve(args) -> None:
         if config is not None:
             raise CliError("--config applies to `serve --family gateway`", EXIT_INVALID_INPUT)
         servers = stack.servers
-        print(json.dumps({"gateway": stack.gateway_address, "families": stack.family_addresses}), file=sys.stderr)
+        print(json.dumps({"gateway": stack.gateway_address, "families": stack.family_addresses,
+                          "families_listen": "loopback only: reached through the gateway"}), file=sys.stderr)
     else:
         for offset, name in enumerate(args.family):
             address = f"{host}:{args.port + offset}"
@@ -104,6 +100,9 @@ async def _serve(args) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    if tokens is not None:
+        # Revoking a token: delete its line (or give it an `expires`), then SIGHUP.
+        loop.add_signal_handler(signal.SIGHUP, _reload_tokens, tokens)
     await stop.wait()
     for server in servers:
         # Long enough for a batch in flight to finish on a scale-down or rollout
@@ -111,6 +110,17 @@ async def _serve(args) -> None:
         await server.stop(grace=25.0)
     if stack is not None:
         await stop_stack(stack)  # the gateway's store and the stack's worker processes
+
+
+def _reload_tokens(tokens: TokenFile) -> None:
+    """The tokens file read again; a file that cannot be used keeps the
+    tokens in force, and says why."""
+    try:
+        count = tokens.reload()
+    except ConfigError as error:
+        log.warning("tokens_not_reloaded", family="gateway", error=str(error))
+        return
+    log.info("tokens_reloaded", family="gateway", tokens=count)
 
 
 def cmd_serve(args) -> int:

@@ -26,6 +26,11 @@ from services.workers import WorkerPool, default_workers
 
 log = structlog.get_logger()
 
+# Where the embedded stack's families listen, whatever the gateway's host: a
+# family answers anyone who reaches it, without a token or TLS, so only this
+# machine may (the gateway in front of them is what callers reach).
+FAMILY_HOST = "127.0.0.1"
+
 
 async def start_family(
     name: str, address: str, servicer=None, languages: list[str] | None = None, tls: ServerTls | None = None,
@@ -119,8 +124,8 @@ async def start_stack(
     tls: ServerTls | None = None,
     workers: int | None = None,
 ) -> RunningStack:
-    """Every implemented family (or those named) on a free port, then the
-    gateway. `remote_families` adds families already running elsewhere;
+    """Every implemented family (or those named) on a free loopback port
+    (FAMILY_HOST, whatever `host` says), then the gateway on `host`. `remote_families` adds families already running elsewhere;
     `servicers` replaces a family's servicer (tests inject failures so);
     `store` is the gateway's run store URL (None: nothing is stored);
     `family_options` go to every family's factory (`serve`'s languages,
@@ -135,10 +140,11 @@ async def start_stack(
     servers, addresses, by_family = [], {}, {}
     for name in (*names, *(n for n in servicers if n not in names)):
         pool = pools[0] if pools and name not in servicers else None
-        server, port = await start_family(name, f"{host}:0", servicers.get(name), pool=pool, **(family_options or {}))
+        server, port = await start_family(name, f"{FAMILY_HOST}:0", servicers.get(name), pool=pool,
+                                          **(family_options or {}))
         servers.append(server)
         by_family[name] = server
-        addresses[name] = f"{host}:{port}"
+        addresses[name] = f"{FAMILY_HOST}:{port}"
     config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store)
     if batch_size:
         config.batch_size = batch_size
