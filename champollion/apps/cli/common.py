@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from champollion.apps.client.channel import ChannelError, check_token
+from champollion.apps.client.channel import ChannelError, check_token, read_token_file
 from champollion.apps.client import (
     Client,
     ClientError,
@@ -75,12 +75,16 @@ def embedded_store_url(args) -> str | None:
 
 
 def _remote_client(args) -> Client:
-    """A Client of --gateway with the token (--token, else
-    $CHAMPOLLION_TOKEN) and TLS (--tls-ca, --tls) given."""
+    """A Client of --gateway with the token (--token, else --token-file,
+    else $CHAMPOLLION_TOKEN) and TLS (--tls-ca, --tls) given; a token goes in
+    plaintext only to loopback unless --insecure-token."""
     token, source = (args.token, "--token") if args.token else (os.environ.get(TOKEN_VARIABLE), TOKEN_VARIABLE)
     try:
+        if not args.token and getattr(args, "token_file", None):
+            token, source = read_token_file(args.token_file), "--token-file"
         token = check_token(token, source) if token else None
-        return Client(args.gateway, token, tls=args.tls_ca or (True if args.tls else None))
+        return Client(args.gateway, token, tls=args.tls_ca or (True if args.tls else None),
+                      insecure_token=getattr(args, "insecure_token", False))
     except (ChannelError, InvalidSettings) as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
 

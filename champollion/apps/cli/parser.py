@@ -245,7 +245,23 @@ def build_parser() -> argparse.ArgumentParser:
     new = token_commands.add_parser("new", help="print a fresh random token and its line for the tokens file")
     new.add_argument("--name", required=True, help="who or what will use it (logged on its calls)")
     new.add_argument("--role", required=True, choices=ROLES)
+    new.add_argument("--expires", metavar="WHEN", help="ISO-8601 date or time (UTC) after which it is refused")
     new.set_defaults(handler=_run_from("champollion.apps.cli.admin", "cmd_token_new"))
+
+    review = commands.add_parser("review", help="maintainers: runs held for review (secret tiers), cleared or "
+                                                "disqualified")
+    review_commands = review.add_subparsers(dest="review_command", required=True)
+    held = review_commands.add_parser("list", help="runs held for review, with why and which entries")
+    held.add_argument("--dataset", help="only runs on this corpus id")
+    for decision in ("clear", "disqualify"):
+        decide = review_commands.add_parser(decision, help=f"{decision} a held run")
+        decide.add_argument("run_id")
+        decide.add_argument("--note", default="", help="why (kept in the stored run card)")
+        decide.set_defaults(handler=_run_from("champollion.apps.cli.review", "cmd_review_decide"),
+                            decision=decision)
+        _add_reading_options(decide, json_flag=False)
+    held.set_defaults(handler=_run_from("champollion.apps.cli.review", "cmd_review_list"))
+    _add_reading_options(held)
     return parser
 
 
@@ -260,7 +276,11 @@ def _add_store_options(parser: argparse.ArgumentParser, purpose: str, no_store: 
 def _add_access_options(parser: argparse.ArgumentParser) -> None:
     """How a command reaches --gateway: its token and TLS (an embedded
     gateway is open, on loopback, and needs neither)."""
-    parser.add_argument("--token", help=f"API token for --gateway (default: ${TOKEN_VARIABLE})")
+    parser.add_argument("--token", help=f"API token for --gateway (shown by `ps`: prefer --token-file or "
+                                        f"${TOKEN_VARIABLE})")
+    parser.add_argument("--token-file", metavar="FILE", help="read the API token from this file's first line")
+    parser.add_argument("--insecure-token", action="store_true",
+                        help="send the token to a non-loopback --gateway without TLS (a trusted network only)")
     parser.add_argument("--tls-ca", metavar="CA.pem", help="reach --gateway over TLS, trusting this CA certificate")
     parser.add_argument("--tls", action="store_true",
                         help="reach --gateway over TLS, trusting the usual public CAs (no --tls-ca)")

@@ -146,15 +146,18 @@ CardLike = str | Mapping[str, Any] | run_card_pb2.RunCard
 class Client:
     """A connection to one gateway. `token`: an API token sent on every call;
     `tls`: the path of the CA certificate that signed the gateway's, or True
-    for the usual public CAs (None: plaintext). Use it as a context manager,
+    for the usual public CAs (None: plaintext, where a token goes only to a
+    loopback address unless `insecure_token`). Use it as a context manager,
     or call close()."""
 
-    def __init__(self, address: str, token: str | None = None, tls: str | Path | bool | None = None):
+    def __init__(self, address: str, token: str | None = None, tls: str | Path | bool | None = None,
+                 insecure_token: bool = False):
         self.address = address
         try:
             self._channel = open_channel(
                 address, check_token(token, "token") if token is not None else None,
-                tls_ca=Path(tls) if isinstance(tls, (str, Path)) else None, tls=tls is True)
+                tls_ca=Path(tls) if isinstance(tls, (str, Path)) else None, tls=tls is True,
+                insecure_token=insecure_token)
         except ChannelError as error:
             raise InvalidSettings(str(error)) from None
         self._stub = gateway_pb2_grpc.GatewayStub(self._channel)
@@ -300,6 +303,21 @@ class Client:
         board = self._call(lambda stub: stub.Leaderboard(request, timeout=QUICK_CALL_S))
         return Leaderboard(board.dataset_id, board.corpus_version, board.sort, [plain_row(row) for row in board.rows])
 
+    # Runs held for review (maintainers)
+
+    def held_runs(self, dataset: str | None = None) -> list[dict]:
+        """Runs held for a maintainer's review (secret tiers: a contamination
+        finding, probing), oldest first: who submitted them, why, which entries."""
+        request = gateway_pb2.ListHeldRunsRequest(dataset_id=dataset)
+        return [plain_row(run) for run in
+                self._call(lambda stub: stub.ListHeldRuns(request, timeout=QUICK_CALL_S)).runs]
+
+    def review_run(self, run_id: str, decision: str, note: str = "") -> dict:
+        """A held run cleared (`decision` "clear": it joins the leaderboard)
+        or disqualified ("disqualify"); the run as held_runs lists it."""
+        request = gateway_pb2.ReviewRunRequest(run_id=run_id, decision=decision, note=note)
+        return plain_row(self._call(lambda stub: stub.ReviewRun(request, timeout=QUICK_CALL_S)).run)
+
     # Registered corpora
 
     def register_corpus(self, corpus: CorpusLike, tier: str, new_version: bool = False) -> dict:
@@ -344,7 +362,11 @@ def row_flags(row: Mapping[str, Any]) -> list[str]:
     """What a leaderboard row is flagged for, in words."""
     flags = []
     if row.get("cherry_pick_suspect"):
-        flags.append(f"cherry-pick suspect ({row.get('submissions_with_fingerprint')} submissions)")
+        by_token = row.get("submissions_by_token") or 0
+        if by_token > 1 and by_token >= (row.get("submissions_with_fingerprint") or 0):
+            flags.append(f"cherry-pick suspect ({by_token} submissions by its token)")
+        else:
+            flags.append(f"cherry-pick suspect ({row.get('submissions_with_fingerprint')} submissions)")
     if row.get("comparable") is False:
         flags.append("not comparable")
     if row.get("disqualified"):

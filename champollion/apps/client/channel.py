@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import grpc
 
+from champollion.core.addresses import is_loopback
 from champollion.core.serving import MAX_MESSAGE_BYTES
 
 CHANNEL_OPTIONS = [
@@ -79,12 +80,36 @@ def read_ca(path: Path) -> bytes:
         raise ChannelError(f"--tls-ca: cannot read {path}: {error.strerror}") from None
 
 
+def check_token_transport(address: str, tls: bool, insecure_token: bool = False) -> None:
+    """A token goes in plaintext only to a loopback address (or where the
+    caller says the network is trusted): anyone on the path could read it
+    and use it. ChannelError otherwise, before anything is sent."""
+    if not tls and not insecure_token and not is_loopback(address):
+        raise ChannelError(f"refusing to send an API token in plaintext to {address}, which is not a loopback "
+                           f"address: reach it over TLS (--tls-ca CA.pem or --tls), or give --insecure-token if "
+                           f"the network itself is trusted")
+
+
+def read_token_file(path: Path) -> str:
+    """The token in file `path` (its first line, surrounding whitespace
+    dropped): a token that never appears on a command line, so not in `ps`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ChannelError(f"--token-file: cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+    lines = text.strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
 def open_channel(address: str, token: str | None = None, tls_ca: Path | None = None,
-                 tls: bool = False) -> grpc.Channel:
+                 tls: bool = False, insecure_token: bool = False) -> grpc.Channel:
     """A channel to the gateway at `address`, sending `token` (checked with
     check_token by the caller) on every call: over TLS trusting the CA
     certificates in file `tls_ca`, or with `tls` trusting gRPC's default
-    roots (public CAs, or $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH); else plaintext."""
+    roots (public CAs, or $GRPC_DEFAULT_SSL_ROOTS_FILE_PATH); else plaintext,
+    where a token goes only to a loopback address unless `insecure_token`."""
+    if token:
+        check_token_transport(address, tls_ca is not None or tls, insecure_token)
     if tls_ca is not None or tls:
         credentials = grpc.ssl_channel_credentials(root_certificates=read_ca(tls_ca) if tls_ca else None)
         channel = grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
