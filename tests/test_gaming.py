@@ -22,13 +22,14 @@ from datetime import datetime, timedelta, timezone
 import grpc
 import pytest
 import sqlalchemy as sa
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 import structlog
 import yaml
 
 from champollion.apps.client import Client, ClientError, InvalidSettings
 from champollion.apps.launch.embedded import EmbeddedStack
 from champollion.core.serving import ServerTls
-from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
+from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.server.config import GatewayConfig
 from gateway.server.tokens import Token, TokenFile, new_token, token_hash, token_line
@@ -578,3 +579,37 @@ def test_token_new_writes_an_expiry_the_tokens_file_reads(cli, tmp_path):
     assert yaml.safe_load(path.read_text())["tokens"][0]["expires"] == "2030-01-31T00:00:00Z"
     bad = cli("token", "new", "--name", "ci", "--role", "submitter", "--expires", "soon")
     assert bad.exit_code == 2 and bad.stderr.startswith("champollion: error: --expires: must be an ISO-8601")
+
+
+def test_a_family_deployed_apart_asks_for_the_gateways_token(tmp_path):
+    """`serve --family surface --family gateway --auth`: the family asks
+    every call for a maintainer's token too, and the gateway sends its own
+    (config family_token_file); a caller reaching the family directly gets
+    UNAUTHENTICATED, health checks stay open."""
+    gateway_token, submitter = new_token(), new_token()
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text(f"tokens:\n  {token_line('gateway', 'maintainer', gateway_token)}\n"
+                      f"  {token_line('ci', 'submitter', submitter)}\n", encoding="utf-8")
+    (tmp_path / "family-token").write_text(gateway_token + "\n", encoding="utf-8")
+    port = free_ports(2)
+    config = tmp_path / "gateway.yaml"
+    config.write_text(yaml.safe_dump({"families": {"surface": f"127.0.0.1:{port}"},
+                                      "family_token_file": str(tmp_path / "family-token")}), encoding="utf-8")
+    process = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "serve", "--family", "surface",
+                                "--family", "gateway", "--port", str(port), "--auth", tokens, "--config", config,
+                                "--no-store"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), wait_for_ready=True,
+                                                                timeout=120)
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            with pytest.raises(grpc.RpcError) as direct:
+                family_pb2_grpc.FamilyStub(channel).Describe(family_pb2.DescribeRequest(), timeout=30)
+            assert direct.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with Client(f"127.0.0.1:{port + 1}", submitter) as ci:
+            card = ci.evaluate({**CORPUS, "id": "family-token-check"}, PREDICTIONS, META)
+        assert card["scores"]["chrf_plus_plus"] is not None
+        assert not any(warning.startswith("family 'surface'") for warning in card["warnings"])
+    finally:
+        process.terminate()
+        process.wait(timeout=60)

@@ -16,6 +16,7 @@ stack:
     max_text_chars: 20000           # per source, reference, prediction, raw_prediction, variant
     store: sqlite:////var/lib/champollion/runs.sqlite   # or postgresql://...; absent: no store
     tls_ca: /etc/champollion/tls/ca.crt  # families over TLS, trusting this CA; absent: plaintext
+    family_token_file: /etc/champollion/family-token  # sent to families served with --auth
     submission_budget: 5            # runs per token per secret-tier corpus version per window
     submission_window_hours: 24
     near_duplicate_entries: 3       # predictions differing from an earlier run's in at most
@@ -69,6 +70,10 @@ class GatewayConfig:
     # with it the gateway reaches every family over TLS (cross-region FST
     # services, say). None: plaintext, as inside one cluster.
     tls_ca: str | None = None
+    # A file whose first line is the token the gateway sends to every family
+    # (families deployed apart and served with `serve --family NAME --auth
+    # TOKENS.yaml`, where it is a maintainer's). None: families ask for none.
+    family_token_file: str | None = None
     # Submissions to a holdout or gold corpus (gateway/server/submissions.py):
     # each token (submitter) may make `submission_budget` runs per corpus
     # version in any `submission_window_hours`, counted before scoring; more
@@ -102,6 +107,9 @@ class GatewayConfig:
             raise ConfigError(f"deadline_seconds: must be a positive number of seconds, got {deadline!r}")
         if self.tls_ca is not None and (not isinstance(self.tls_ca, str) or not self.tls_ca.strip()):
             raise ConfigError(f"tls_ca: must be the path of a PEM file of CA certificates, got {self.tls_ca!r}")
+        token_file = self.family_token_file
+        if token_file is not None and (not isinstance(token_file, str) or not token_file.strip()):
+            raise ConfigError(f"family_token_file: must be the path of a file holding a token, got {token_file!r}")
 
     def family_credentials(self) -> grpc.ChannelCredentials | None:
         """TLS credentials trusting `tls_ca` for the families' channels; None
@@ -113,6 +121,23 @@ class GatewayConfig:
         except OSError as error:
             raise ConfigError(f"tls_ca: cannot read {self.tls_ca}: {error.strerror}") from None
         return grpc.ssl_channel_credentials(root_certificates=certificates)
+
+    def family_metadata(self) -> tuple:
+        """The metadata carrying `family_token_file`'s token to the families;
+        empty without one. Read when the gateway starts: a file that cannot be
+        read, or whose token cannot travel in a header, stops it."""
+        if self.family_token_file is None:
+            return ()
+        try:
+            lines = Path(self.family_token_file).read_text(encoding="utf-8").strip().splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"family_token_file: cannot read {self.family_token_file}: "
+                              f"{getattr(error, 'strerror', None) or error}") from None
+        token = lines[0].strip() if lines else ""
+        if not token or not token.isascii() or not token.isprintable() or any(c.isspace() for c in token):
+            raise ConfigError(f"family_token_file: {self.family_token_file} must hold one token (one word of "
+                              f"printable ASCII, as `champollion token new` prints it) on its first line")
+        return (("authorization", f"Bearer {token}"),)
 
     def address_for(self, family: str, language: str) -> str | None:
         """Where `family` is served for target `language` (ISO 639-3); None

@@ -83,11 +83,14 @@ class FamilyClient:
     """One family's channel and stub; created once per gateway process."""
 
     def __init__(self, name: str, address: str, deadline_seconds: float,
-                 credentials: grpc.ChannelCredentials | None = None):
-        """Over TLS with `credentials` (GatewayConfig.family_credentials), else plaintext."""
+                 credentials: grpc.ChannelCredentials | None = None, metadata: tuple = ()):
+        """Over TLS with `credentials` (GatewayConfig.family_credentials), else
+        plaintext; `metadata` (GatewayConfig.family_metadata: the gateway's
+        token for families served with --auth) goes with every call."""
         self.name = name
         self.address = address
         self.deadline_seconds = deadline_seconds
+        self._metadata = metadata or None
         if credentials is not None:
             self._channel = grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
         else:
@@ -96,10 +99,11 @@ class FamilyClient:
 
     async def score_batch(self, request: family_pb2.ScoreBatchRequest) -> family_pb2.ScoreBatchResponse:
         """One try, its deadline scaled to the batch (FanOut tries once more)."""
-        return await self._stub.ScoreBatch(request, timeout=call_deadline(len(request.entries), self.deadline_seconds))
+        return await self._stub.ScoreBatch(request, timeout=call_deadline(len(request.entries), self.deadline_seconds),
+                                           metadata=self._metadata)
 
     async def describe(self, timeout: float = 5.0) -> family_pb2.FamilyDescription:
-        return await self._stub.Describe(family_pb2.DescribeRequest(), timeout=timeout)
+        return await self._stub.Describe(family_pb2.DescribeRequest(), timeout=timeout, metadata=self._metadata)
 
     async def close(self) -> None:
         await self._channel.close()

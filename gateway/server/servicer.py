@@ -83,6 +83,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # server's event loop, and reused by every run.
         self._clients: dict[tuple[str, str], FamilyClient] = {}
         self._family_credentials = config.family_credentials()  # None: plaintext
+        self._family_metadata = config.family_metadata()  # the gateway's token for families with --auth
         self.store = GatewayStore(config.store) if config.store else None
         self.admission = Admission(config.max_concurrent_runs, config.max_queued_runs)
         # Budgets are counted one submission at a time (the store's advisory
@@ -93,7 +94,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         key = (family, address)
         if key not in self._clients:
             self._clients[key] = FamilyClient(family, address, self.config.deadline_seconds,
-                                              self._family_credentials)
+                                              self._family_credentials, self._family_metadata)
         return self._clients[key]
 
     def clients_for(self, language: str) -> tuple[dict[str, FamilyClient], dict[str, str]]:

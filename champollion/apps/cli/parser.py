@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "in threads); 0 or 1: in threads")
     serve.add_argument("--auth", metavar="TOKENS.yaml",
                        help="the gateway asks every call for one of these tokens: "
-                            "tokens: [{name, role: submitter|maintainer, sha256}] (see `champollion token new`)")
+                            "tokens: [{name, role: submitter|maintainer, sha256}] (see `champollion token new`); "
+                            "a family served with --family asks for a maintainer's (the gateway's family_token_file)")
     serve.add_argument("--insecure-open", action="store_true",
                        help="serve a gateway without --auth on a non-loopback --host (anyone reaching it may do anything)")
     serve.add_argument("--tls-cert", metavar="CERT.pem", help="serve over TLS with this certificate (chain, PEM)")

@@ -29,8 +29,6 @@ def _server_access(args) -> tuple[TokenFile | None, ServerTls | None]:
     starts. A gateway without --auth is open to anyone who reaches it, so it
     binds loopback only unless --insecure-open says otherwise."""
     serves_gateway = not args.family or "gateway" in args.family
-    if args.auth and not serves_gateway:
-        raise CliError("--auth applies to the gateway (serve it alone or with --family gateway)", EXIT_INVALID_INPUT)
     if serves_gateway and not args.auth and not args.insecure_open and not is_loopback(args.host):
         raise CliError(f"refusing to serve an open gateway on {args.host}: without --auth anyone who reaches it may "
                        f"evaluate, read every stored run and register corpora; give --auth TOKENS.yaml, or "
@@ -92,8 +90,9 @@ async def _serve(args) -> None:
                 config.store = _store_url(args, config.store)
                 server, port, _ = await start_gateway(config, address, tokens, tls, health)
             else:
-                server, port = await start_family(name, address, tls=tls, health_address=health, **options,
-                                                  **workers)
+                # Deployed apart, a family served with --auth asks for the gateway's (maintainer) token.
+                server, port = await start_family(name, address, tls=tls, health_address=health, tokens=tokens,
+                                                  **options, **workers)
             servers.append(server)
             print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
     stop = asyncio.Event()

@@ -34,10 +34,13 @@ FAMILY_HOST = "127.0.0.1"
 
 async def start_family(
     name: str, address: str, servicer=None, languages: list[str] | None = None, tls: ServerTls | None = None,
-    health_address: str | None = None, workers: int | None = None, pool: WorkerPool | None = None, **options,
+    health_address: str | None = None, workers: int | None = None, pool: WorkerPool | None = None,
+    tokens: TokenFile | None = None, **options,
 ) -> tuple[grpc.aio.Server, int]:
     """One family's server (over TLS with `tls`, health checks also in
-    plaintext on `health_address`); `languages` restricts what it serves
+    plaintext on `health_address`; asking every call for a maintainer's
+    token of `tokens`, the gateway's, when given: a family deployed apart);
+    `languages` restricts what it serves
     (structural), `options` go to the family's factory (semantic: device,
     comet_dir, ...). It scores in `pool`'s worker processes, or with
     `workers` >= 2 in a pool of its own, stopped when the server stops; a
@@ -58,7 +61,8 @@ async def start_family(
         if name in EXTRA_SERVICES:
             service_names.extend(EXTRA_SERVICES[name](server, servicer))
 
-    server, port = await start_server(register, service_names, address, tls=tls, health_address=health_address)
+    server, port = await start_server(register, service_names, address, tls=tls, health_address=health_address,
+                                      interceptors=[AccessControl(tokens)] if tokens is not None else [])
     if own_pool is not None:
         closer = asyncio.get_running_loop().create_task(_close_after(server, own_pool))
         _POOL_CLOSERS.add(closer)
