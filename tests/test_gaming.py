@@ -343,8 +343,8 @@ def test_a_chrf_hill_climb_stops_at_the_budget_and_is_flagged(gateway, run_card_
     for run_id in probes:
         assert held[run_id]["submitted_by"] == "climber"
         assert held[run_id]["reasons"][0].startswith("probing: its predictions differ from those of run ")
-        assert held[run_id]["reasons"][0].endswith(f"(same token, same corpus version) in 1 of {len(CORPUS['entries'])} "
-                                                   "entries")
+        assert held[run_id]["reasons"][0].endswith(
+            f"(same token, same corpus version) in 1 of {len(CORPUS['entries'])} entries")
     assert not board & set(probes) and cards[0]["run_id"] in board  # no probe is ranked
 
 
@@ -512,7 +512,7 @@ def test_a_token_goes_in_plaintext_to_loopback_only(cli, token_files):
 def test_the_token_file_is_read_and_an_unreadable_one_named(cli, gateway, token_files, tmp_path):
     assert cli("describe", "--gateway", gateway, "--token-file", token_files["alice"]).exit_code == 0
     missing = cli("describe", "--gateway", gateway, "--token-file", tmp_path / "nope")
-    assert missing.exit_code == 2 and missing.stderr.startswith(f"champollion: error: --token-file: cannot read")
+    assert missing.exit_code == 2 and missing.stderr.startswith("champollion: error: --token-file: cannot read")
 
 
 def test_an_expired_token_is_refused(stack, tmp_path):

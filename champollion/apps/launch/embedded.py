@@ -129,7 +129,8 @@ async def start_stack(
     workers: int | None = None,
 ) -> RunningStack:
     """Every implemented family (or those named) on a free loopback port
-    (FAMILY_HOST, whatever `host` says), then the gateway on `host`. `remote_families` adds families already running elsewhere;
+    (FAMILY_HOST, whatever `host` says), then the gateway on `host`.
+    `remote_families` adds families already running elsewhere;
     `servicers` replaces a family's servicer (tests inject failures so);
     `store` is the gateway's run store URL (None: nothing is stored);
     `family_options` go to every family's factory (`serve`'s languages,
