@@ -253,3 +253,9 @@ def test_an_open_gateway_binds_loopback_only(cli, host):
         assert result.stderr.count("\n") == 1
 
 
+def test_auth_is_the_gateways_option(cli, tokens_file):
+    result = cli("serve", "--family", "surface", "--port", "0", "--auth", tokens_file)
+    assert result.exit_code == 2 and "--auth applies to the gateway" in result.stderr
+    assert "--family-auth" in result.stderr
+    result = cli("serve", "--port", "0", "--family-auth", tokens_file)
+    assert result.exit_code == 2 and "--family-auth applies to the families named with --family" in result.stderr

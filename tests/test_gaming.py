@@ -582,10 +582,10 @@ def test_token_new_writes_an_expiry_the_tokens_file_reads(cli, tmp_path):
 
 
 def test_a_family_deployed_apart_asks_for_the_gateways_token(tmp_path):
-    """`serve --family surface --family gateway --auth`: the family asks
-    every call for a maintainer's token too, and the gateway sends its own
-    (config family_token_file); a caller reaching the family directly gets
-    UNAUTHENTICATED, health checks stay open."""
+    """`serve --family surface --family gateway --auth --family-auth`: the
+    family asks every call for a maintainer's token too, and the gateway
+    sends its own (config family_token_file); a caller reaching the family
+    directly gets UNAUTHENTICATED, health checks stay open."""
     gateway_token, submitter = new_token(), new_token()
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text(f"tokens:\n  {token_line('gateway', 'maintainer', gateway_token)}\n"
@@ -596,8 +596,9 @@ def test_a_family_deployed_apart_asks_for_the_gateways_token(tmp_path):
     config.write_text(yaml.safe_dump({"families": {"surface": f"127.0.0.1:{port}"},
                                       "family_token_file": str(tmp_path / "family-token")}), encoding="utf-8")
     process = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "serve", "--family", "surface",
-                                "--family", "gateway", "--port", str(port), "--auth", tokens, "--config", config,
-                                "--no-store"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                "--family", "gateway", "--port", str(port), "--auth", tokens, "--family-auth",
+                                tokens, "--config", config, "--no-store"],
+                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), wait_for_ready=True,

@@ -95,8 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
                             "in threads); 0 or 1: in threads")
     serve.add_argument("--auth", metavar="TOKENS.yaml",
                        help="the gateway asks every call for one of these tokens: "
-                            "tokens: [{name, role: submitter|maintainer, sha256}] (see `champollion token new`); "
-                            "a family served with --family asks for a maintainer's (the gateway's family_token_file)")
+                            "tokens: [{name, role: submitter|maintainer, sha256}] (see `champollion token new`)")
+    serve.add_argument("--family-auth", metavar="TOKENS.yaml",
+                       help="the families named with --family ask every call for a maintainer's token of this file "
+                            "(the gateway sends its config's family_token_file)")
     serve.add_argument("--insecure-open", action="store_true",
                        help="serve a gateway without --auth on a non-loopback --host (anyone reaching it may do anything)")
     serve.add_argument("--tls-cert", metavar="CERT.pem", help="serve over TLS with this certificate (chain, PEM)")

@@ -24,11 +24,19 @@ from services.registry import IMPLEMENTED
 log = structlog.get_logger()
 
 
-def _server_access(args) -> tuple[TokenFile | None, ServerTls | None]:
-    """`serve`'s tokens file and TLS certificate, checked before anything
-    starts. A gateway without --auth is open to anyone who reaches it, so it
-    binds loopback only unless --insecure-open says otherwise."""
+def _server_access(args) -> tuple[TokenFile | None, TokenFile | None, ServerTls | None]:
+    """`serve`'s tokens files (the gateway's, the families') and TLS
+    certificate, checked before anything starts. A gateway without --auth is
+    open to anyone who reaches it, so it binds loopback only unless
+    --insecure-open says otherwise."""
     serves_gateway = not args.family or "gateway" in args.family
+    serves_families = any(name != "gateway" for name in args.family)
+    if args.auth and not serves_gateway:
+        raise CliError("--auth applies to the gateway (serve it alone or with --family gateway); a family "
+                       "deployed apart asks for the gateway's token with --family-auth", EXIT_INVALID_INPUT)
+    if args.family_auth and not serves_families:
+        raise CliError("--family-auth applies to the families named with --family (the embedded stack's "
+                       "listen on loopback)", EXIT_INVALID_INPUT)
     if serves_gateway and not args.auth and not args.insecure_open and not is_loopback(args.host):
         raise CliError(f"refusing to serve an open gateway on {args.host}: without --auth anyone who reaches it may "
                        f"evaluate, read every stored run and register corpora; give --auth TOKENS.yaml, or "
@@ -44,11 +52,20 @@ def _server_access(args) -> tuple[TokenFile | None, ServerTls | None]:
     try:
         if tls is not None:
             tls.credentials()
-        return (TokenFile.load(args.auth) if args.auth else None), tls
     except TlsError as error:
         raise CliError(f"--tls-cert/--tls-key: {error}", EXIT_INVALID_INPUT) from None
+    return _tokens(args.auth, "--auth"), _tokens(args.family_auth, "--family-auth"), tls
+
+
+def _tokens(path: str | None, flag: str) -> TokenFile | None:
+    """The tokens file `flag` names (None without one); a bad one stops
+    `serve` with one line naming the flag, the file, the entry and the field."""
+    if not path:
+        return None
+    try:
+        return TokenFile.load(path)
     except ConfigError as error:
-        raise CliError(f"--auth {error}", EXIT_INVALID_INPUT) from None
+        raise CliError(f"{flag} {error}", EXIT_INVALID_INPUT) from None
 
 
 def _served_languages(tags: list[str] | None) -> list[str] | None:
@@ -62,7 +79,7 @@ def _served_languages(tags: list[str] | None) -> list[str] | None:
 
 
 async def _serve(args) -> None:
-    tokens, tls = _server_access(args)  # checked before anything starts
+    tokens, family_tokens, tls = _server_access(args)  # checked before anything starts
     servers, stack = [], None
     host = args.host
     # What the command line says about families goes to every family served
@@ -90,18 +107,19 @@ async def _serve(args) -> None:
                 config.store = _store_url(args, config.store)
                 server, port, _ = await start_gateway(config, address, tokens, tls, health)
             else:
-                # Deployed apart, a family served with --auth asks for the gateway's (maintainer) token.
-                server, port = await start_family(name, address, tls=tls, health_address=health, tokens=tokens,
-                                                  **options, **workers)
+                # Deployed apart, a family served with --family-auth asks for the gateway's (maintainer) token.
+                server, port = await start_family(name, address, tls=tls, health_address=health,
+                                                  tokens=family_tokens, **options, **workers)
             servers.append(server)
             print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    if tokens is not None:
+    token_files = [found for found in (tokens, family_tokens) if found is not None]
+    if token_files:
         # Revoking a token: delete its line (or give it an `expires`), then SIGHUP.
-        loop.add_signal_handler(signal.SIGHUP, _reload_tokens, tokens)
+        loop.add_signal_handler(signal.SIGHUP, _reload_tokens, token_files)
     await stop.wait()
     for server in servers:
         # Long enough for a batch in flight to finish on a scale-down or rollout
@@ -111,15 +129,16 @@ async def _serve(args) -> None:
         await stop_stack(stack)  # the gateway's store and the stack's worker processes
 
 
-def _reload_tokens(tokens: TokenFile) -> None:
-    """The tokens file read again; a file that cannot be used keeps the
+def _reload_tokens(token_files: list[TokenFile]) -> None:
+    """The tokens files read again; a file that cannot be used keeps its
     tokens in force, and says why."""
-    try:
-        count = tokens.reload()
-    except ConfigError as error:
-        log.warning("tokens_not_reloaded", family="gateway", error=str(error))
-        return
-    log.info("tokens_reloaded", family="gateway", tokens=count)
+    for tokens in token_files:
+        try:
+            count = tokens.reload()
+        except ConfigError as error:
+            log.warning("tokens_not_reloaded", error=str(error))
+            continue
+        log.info("tokens_reloaded", path=str(tokens.path), tokens=count)
 
 
 def cmd_serve(args) -> int:
