@@ -11,6 +11,7 @@ from typing import Callable
 
 import grpc
 
+from champollion.core.limits import DEFAULT_MAX_TEXT_CHARS
 from services.contract import FamilyScorer
 from services.servicer import FamilyServicer
 from services.workers import ScorerSpec
@@ -43,8 +44,11 @@ def create_scorer(name: str, languages: list[str] | None = None, **options) -> F
     return ScorerSpec(name, SCORER_FACTORIES[name], {"languages": languages, **options}).build()
 
 
-def create_servicer(name: str, languages: list[str] | None = None, **options) -> FamilyServicer:
-    return FamilyServicer(create_scorer(name, languages, **options))
+def create_servicer(name: str, languages: list[str] | None = None, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+                    **options) -> FamilyServicer:
+    """Family `name`'s servicer: its scorer (see create_scorer), refusing
+    texts longer than `max_text_chars` (the servicer's limit, not a factory option)."""
+    return FamilyServicer(create_scorer(name, languages, **options), max_text_chars=max_text_chars)
 
 
 def scorer_spec(name: str, languages: list[str] | None, options: dict) -> ScorerSpec:

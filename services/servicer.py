@@ -1,5 +1,6 @@
 """The gRPC servicer every family shares: request/response conversion,
-language-card resolution, logging, and running the scorer off the event loop."""
+language-card resolution, the per-text limits (as the gateway's), logging,
+and running the scorer off the event loop."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +12,7 @@ import grpc
 import structlog
 
 from champollion.core.cards import CardRegistry, UnknownLanguage, default_registry
+from champollion.core.limits import DEFAULT_MAX_TEXT_CHARS, InvalidField, check_reference_count, check_text
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
 from services.contract import BatchContext, FamilyScorer, splits_work
 from services.conversions import entries_from_request, response_from_output, terms_from_messages
@@ -31,10 +33,29 @@ def affinity_key(request: family_pb2.ScoreBatchRequest) -> int:
                default=0)
 
 
+def check_texts(request: family_pb2.ScoreBatchRequest, max_text_chars: int) -> None:
+    """Every text of every entry within the limits the gateway holds a run
+    to (champollion.core.limits): a family may be called by any client, and
+    an unbounded text costs it gigabytes. Raises InvalidField."""
+    for index, entry in enumerate(request.entries):
+        path = f"entries[{index}]"
+        named = [(name, getattr(entry, name)) for name in ("source", "reference", "prediction")]
+        if entry.HasField("raw_prediction"):
+            named.append(("raw_prediction", entry.raw_prediction))
+        named += [(f"acceptable_variants[{n}]", text) for n, text in enumerate(entry.acceptable_variants)]
+        check_reference_count(len(entry.extra_references), f"{path}.extra_references", entry.id)
+        named += [(f"extra_references[{n}]", text) for n, text in enumerate(entry.extra_references)]
+        for name, text in named:
+            check_text(text, f"{path}.{name}", entry.id, max_text_chars)
+
+
 class FamilyServicer(family_pb2_grpc.FamilyServicer):
-    def __init__(self, scorer: FamilyScorer, cards: CardRegistry | None = None, scoring_threads: int | None = None):
+    def __init__(self, scorer: FamilyScorer, cards: CardRegistry | None = None, scoring_threads: int | None = None,
+                 max_text_chars: int = DEFAULT_MAX_TEXT_CHARS):
         self.scorer = scorer
         self.cards = cards or default_registry()
+        # Longest text of a batch entry (`serve --max-text-chars`, as the gateway's max_text_chars).
+        self.max_text_chars = max_text_chars
         # Threads that score batches; None shares asyncio's default pool. A
         # family that groups concurrent requests (semantic micro-batching)
         # needs more waiting callers than that pool allows on a small machine.
@@ -78,6 +99,10 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
             batch_context = self._context_for(request)
         except UnknownLanguage as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"language: {error}")
+        try:
+            check_texts(request, self.max_text_chars)
+        except InvalidField as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         served = self.scorer.languages()
         if served and batch_context.target.code not in served:
             await context.abort(

@@ -22,7 +22,8 @@ from champollion.core.run_card import run_card_from_proto
 from gateway.server.corpora import entry_dict
 from gateway.server.intake import RunIntake
 from gateway.server.spill import RunSpill
-from gateway.server.validation import MAX_REFERENCES, InvalidRun, check_entry
+from champollion.core.limits import MAX_REFERENCES
+from gateway.server.validation import InvalidRun, check_entry
 from gateway.store import RunStore, default_store_url
 from services.conversions import entries_from_request
 from tests.conftest import EXAMPLE, evaluate, make_request

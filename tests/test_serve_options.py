@@ -1,6 +1,7 @@
 """`champollion serve` passes every family option on: --languages, --device
 and --comet-dir reach each family's factory whether it serves the whole stack
-(no --family) or named families. The server runs in-process and is stopped by
+(no --family) or named families; --max-text-chars reaches each family's
+servicer (and the stack's gateway). The server runs in-process and is stopped by
 the SIGTERM it handles in production."""
 import asyncio
 import os
@@ -11,9 +12,10 @@ import pytest
 
 from champollion.apps import cli
 from champollion.apps.cli import serve
-from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
+from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
 from champollion.apps.launch import embedded
 from services.registry import IMPLEMENTED
+from tests.conftest import make_request
 
 
 @pytest.fixture
@@ -109,3 +111,53 @@ def test_serve_with_a_family_passes_every_option_to_it(tmp_path, factory_calls, 
 
     asyncio.run(_serve_then_stop(argv, started, 1, check))
     assert factory_calls == {"semantic": {"languages": ["eus"], "device": "cpu", "comet_dir": str(tmp_path)}}
+
+
+async def _details_of_refusal(call) -> str:
+    try:
+        await call
+    except grpc.aio.AioRpcError as error:
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        return error.details()
+    raise AssertionError("the call was not refused")
+
+
+def _batch(prediction: str) -> family_pb2.ScoreBatchRequest:
+    return family_pb2.ScoreBatchRequest(source_lang="eng", target_lang="spa", entries=[
+        family_pb2.BatchEntry(id="a", source="Save", reference="Guardar", prediction=prediction)])
+
+
+def test_serve_max_text_chars_sets_the_stacks_gateway_and_families(started):
+    argv = ["serve", "--port", "0", "--no-store", "--max-text-chars", "100"]
+
+    async def check():
+        (stack,) = started.things
+        async with grpc.aio.insecure_channel(stack.family_addresses["semantic"]) as channel:
+            family = family_pb2_grpc.FamilyStub(channel)
+            assert len((await family.ScoreBatch(_batch("x" * 100), timeout=60)).entries) == 1
+            details = await _details_of_refusal(family.ScoreBatch(_batch("x" * 101), timeout=60))
+        assert details == "entries[0].prediction (id 'a'): a text of 101 characters (at most 100)"
+        request = make_request([{"id": "a", "reference": "Hola"}], [{"id": "a", "prediction": "x" * 101}])
+        async with grpc.aio.insecure_channel(stack.gateway_address) as channel:
+            details = await _details_of_refusal(gateway_pb2_grpc.GatewayStub(channel).Evaluate(request, timeout=60))
+        assert details == "predictions[0].prediction (id 'a'): a text of 101 characters (at most 100)"
+
+    asyncio.run(_serve_then_stop(argv, started, 1, check))
+
+
+def test_serve_max_text_chars_reaches_a_named_family(started):
+    argv = ["serve", "--family", "surface", "--port", "0", "--max-text-chars", "100"]
+
+    async def check():
+        (port,) = started.things
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            details = await _details_of_refusal(family_pb2_grpc.FamilyStub(channel).ScoreBatch(_batch("x" * 101)))
+        assert details == "entries[0].prediction (id 'a'): a text of 101 characters (at most 100)"
+
+    asyncio.run(_serve_then_stop(argv, started, 1, check))
+
+
+def test_serve_refuses_a_max_text_chars_below_1(cli):
+    result = cli("serve", "--family", "surface", "--port", "0", "--max-text-chars", "0")
+    assert result.exit_code == 2
+    assert result.stderr == "champollion: error: --max-text-chars: must be a whole number of at least 1, got 0\n"

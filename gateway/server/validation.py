@@ -14,21 +14,15 @@ from champollion.core.cards import CardRegistry, Language, UnknownLanguage
 from champollion.core.language_tags import LANGUAGES_HINT
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.costs import parse_timestamp
-from champollion.core.limits import (DEFAULT_MAX_TEXT_CHARS, MAX_ID_CHARS, MAX_LANGUAGE_CHARS, MAX_REFERENCES,
-                                     MAX_RESAMPLES, MAX_TOKEN_CHARS, shown)
+from champollion.core.limits import (DEFAULT_MAX_TEXT_CHARS, MAX_ID_CHARS, MAX_LANGUAGE_CHARS, MAX_RESAMPLES,
+                                     InvalidField, check_reference_count, check_text, shown)
 from champollion.core.usage import TOKEN_FIELDS, UsageReading, UsageValueError, read_usage
 
 
-class InvalidRun(ValueError):
-    """One problem with the run. `field` is a path such as
-    ``predictions[6].latency_s``; `entry_id` the id concerned, if any."""
-
-    def __init__(self, field: str, message: str, entry_id: str | None = None):
-        self.field = field
-        self.entry_id = entry_id
-        self.message = message
-        where = f"{field} (id {shown(entry_id)})" if entry_id else field
-        super().__init__(f"{where}: {message}")
+# One problem with the run: `field` a path such as ``predictions[6].latency_s``,
+# `entry_id` the id concerned, if any. The core's type, since the checks the
+# families run too (champollion.core.limits: check_text...) raise it.
+InvalidRun = InvalidField
 
 
 @dataclass(frozen=True)
@@ -66,17 +60,6 @@ def check_id(value: str, field: str) -> None:
         raise InvalidRun(field, f"an id of {len(value)} characters (at most {MAX_ID_CHARS})", value)
 
 
-def check_text(text: str, field: str, entry_id: str | None, max_chars: int) -> None:
-    """A text every family reads: at most `max_chars` characters, and no
-    token (characters between whitespace) over MAX_TOKEN_CHARS."""
-    if len(text) > max_chars:
-        raise InvalidRun(field, f"a text of {len(text)} characters (at most {max_chars})", entry_id)
-    longest = max(map(len, text.split()), default=0)
-    if longest > MAX_TOKEN_CHARS:
-        raise InvalidRun(field, f"a token of {longest} characters without whitespace (at most "
-                                f"{MAX_TOKEN_CHARS})", entry_id)
-
-
 def _check_term(term, field: str, entry_id: str | None = None) -> None:
     if not term.source.strip() or not term.target.strip():
         raise InvalidRun(field, "source and target must be non-empty strings", entry_id)
@@ -106,10 +89,7 @@ def _check_extra_references(entry: gateway_pb2.CorpusEntry, path: str, max_text_
     """Each further reference as the primary one. They are named as a corpus
     file's `references` list names them (the primary is references[0]),
     with the message's field beside it."""
-    count = 1 + len(entry.extra_references)
-    if count > MAX_REFERENCES:
-        raise InvalidRun(f"{path}.extra_references", f"{count} references (at most {MAX_REFERENCES} per entry, "
-                                                     "the primary included)", entry.id)
+    check_reference_count(len(entry.extra_references), f"{path}.extra_references", entry.id)
     for index, reference in enumerate(entry.extra_references):
         field = f"{path}.references[{index + 1}]"
         check_text(reference, field, entry.id, max_text_chars)

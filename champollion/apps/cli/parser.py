@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated target languages a structural service loads and serves (default: all)")
     serve.add_argument("--device", choices=("cpu", "cuda"), help="semantic family: where COMET runs")
     serve.add_argument("--comet-dir", help="semantic family: directory of local COMET models")
+    serve.add_argument("--max-text-chars", type=int, metavar="N",
+                       help="longest source, reference, variant, prediction or raw_prediction (characters) that the "
+                            "families and the gateway served take (default 20000; for the gateway, before "
+                            "--config's max_text_chars)")
     serve.add_argument("--log-level", default="INFO")
     serve.add_argument("--workers", type=int, metavar="N",
                        help="worker processes: without --family one pool shared by the families (default: "

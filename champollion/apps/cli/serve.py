@@ -46,6 +46,9 @@ def _server_access(args) -> tuple[TokenFile | None, TokenFile | None, ServerTls 
         raise CliError("--tls-cert and --tls-key go together: the certificate and its private key", EXIT_INVALID_INPUT)
     if args.workers is not None and args.workers < 0:
         raise CliError(f"--workers: must be 0 or more, got {args.workers}", EXIT_INVALID_INPUT)
+    if args.max_text_chars is not None and args.max_text_chars < 1:
+        raise CliError(f"--max-text-chars: must be a whole number of at least 1, got {args.max_text_chars}",
+                       EXIT_INVALID_INPUT)
     if args.health_port is not None and not args.family:
         raise CliError("--health-port applies to the services named with --family", EXIT_INVALID_INPUT)
     tls = ServerTls(Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert else None
@@ -89,10 +92,12 @@ async def _serve(args) -> None:
                                              ("comet_dir", args.comet_dir)) if value}
     # Worker processes per family: passed only when asked (the default is the stack's).
     workers = {} if args.workers is None else {"workers": args.workers}
+    # The longest text, likewise; the families' and the gateway's alike.
+    limit = {} if args.max_text_chars is None else {"max_text_chars": args.max_text_chars}
     if not args.family:
         config = load_config(args.config) if args.config else None
         stack = await start_stack(host=host, gateway_port=args.port, store=_store_url(args), family_options=options,
-                                  tokens=tokens, tls=tls, **workers)
+                                  tokens=tokens, tls=tls, **workers, **limit)
         if config is not None:
             raise CliError("--config applies to `serve --family gateway`", EXIT_INVALID_INPUT)
         servers = stack.servers
@@ -105,11 +110,12 @@ async def _serve(args) -> None:
             if name == "gateway":
                 config = load_config(args.config) if args.config else GatewayConfig()
                 config.store = _store_url(args, config.store)
+                config.max_text_chars = args.max_text_chars or config.max_text_chars
                 server, port, _ = await start_gateway(config, address, tokens, tls, health)
             else:
                 # Deployed apart, a family served with --family-auth asks for the gateway's (maintainer) token.
                 server, port = await start_family(name, address, tls=tls, health_address=health,
-                                                  tokens=family_tokens, **options, **workers)
+                                                  tokens=family_tokens, **options, **workers, **limit)
             servers.append(server)
             print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
     stop = asyncio.Event()

@@ -35,19 +35,22 @@ FAMILY_HOST = "127.0.0.1"
 async def start_family(
     name: str, address: str, servicer=None, languages: list[str] | None = None, tls: ServerTls | None = None,
     health_address: str | None = None, workers: int | None = None, pool: WorkerPool | None = None,
-    tokens: TokenFile | None = None, **options,
+    tokens: TokenFile | None = None, max_text_chars: int | None = None, **options,
 ) -> tuple[grpc.aio.Server, int]:
     """One family's server (over TLS with `tls`, health checks also in
     plaintext on `health_address`; asking every call for a maintainer's
     token of `tokens`, the gateway's, when given: a family deployed apart);
     `languages` restricts what it serves
     (structural), `options` go to the family's factory (semantic: device,
-    comet_dir, ...). It scores in `pool`'s worker processes, or with
+    comet_dir, ...); it refuses texts longer than `max_text_chars` (None:
+    the default, the gateway's). It scores in `pool`'s worker processes, or with
     `workers` >= 2 in a pool of its own, stopped when the server stops; a
     `servicer` given scores in its own threads."""
     own_pool = None
     if servicer is None:
-        servicer = create_servicer(name, languages, **options)
+        # The limit is the servicer's, passed only when given (it is no factory option).
+        limit = {} if max_text_chars is None else {"max_text_chars": max_text_chars}
+        servicer = create_servicer(name, languages, **limit, **options)
         spec = scorer_spec(name, languages, options)
         if pool is None and workers is not None and workers >= 2:
             pool = own_pool = WorkerPool(workers)
@@ -127,6 +130,7 @@ async def start_stack(
     tokens: TokenFile | None = None,
     tls: ServerTls | None = None,
     workers: int | None = None,
+    max_text_chars: int | None = None,
 ) -> RunningStack:
     """Every implemented family (or those named) on a free loopback port
     (FAMILY_HOST, whatever `host` says), then the gateway on `host`.
@@ -135,22 +139,26 @@ async def start_stack(
     `store` is the gateway's run store URL (None: nothing is stored);
     `family_options` go to every family's factory (`serve`'s languages,
     device, comet_dir: each family takes what it uses); `tokens` and `tls`
-    are the gateway's (see start_gateway). Families score in `workers`
+    are the gateway's (see start_gateway); `max_text_chars`, the longest
+    text the gateway and the families take (None: the default). Families score in `workers`
     processes (default: one per core; 0 or 1: in threads), one pool shared
     by all families (a core a finished family leaves helps a busy one)."""
     servicers = servicers or {}
     names = families if families is not None else IMPLEMENTED
     workers = default_workers() if workers is None else workers
     pools = [WorkerPool(workers)] if workers >= 2 else []
+    # One limit for the gateway and its families: a text the gateway lets
+    # through is never refused by a family.
+    limit = {} if max_text_chars is None else {"max_text_chars": max_text_chars}
     servers, addresses, by_family = [], {}, {}
     for name in (*names, *(n for n in servicers if n not in names)):
         pool = pools[0] if pools and name not in servicers else None
-        server, port = await start_family(name, f"{FAMILY_HOST}:0", servicers.get(name), pool=pool,
+        server, port = await start_family(name, f"{FAMILY_HOST}:0", servicers.get(name), pool=pool, **limit,
                                           **(family_options or {}))
         servers.append(server)
         by_family[name] = server
         addresses[name] = f"{FAMILY_HOST}:{port}"
-    config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store)
+    config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store, **limit)
     if batch_size:
         config.batch_size = batch_size
     server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}", tokens, tls)
