@@ -16,7 +16,8 @@ a busy one.
 - A worker that dies mid-batch fails that batch (``WorkerDied``, naming the
   process and its exit) and is replaced; the others go on.
 - ``close`` stops them all; a worker whose server process dies sees its pipe
-  close and exits, so none is left behind.
+  close and exits, quietly (mid-batch too: its answer has no one to go to),
+  so none is left behind.
 """
 from __future__ import annotations
 
@@ -100,11 +101,35 @@ def _limit_threads(limit: bool) -> None:
         threadpool_limits(limits=1)
 
 
+def _exit_now() -> None:
+    """Ends the worker at once. Freeing its caches (word lists, token rows:
+    over a GB) object by object takes it seconds the server would wait for."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # a full non-blocking pipe: what is left there is lost either way
+            pass
+    os._exit(0)
+
+
+def _answer(conn: Connection, reply) -> None:
+    """Sends `reply` to the server; a pipe that broke meanwhile (its server
+    is gone: killed, or ended before this batch did) ends the worker, with
+    no traceback: there is no one left to answer."""
+    try:
+        conn.send(reply)
+    except OSError:
+        _exit_now()
+
+
 def _worker_main(conn: Connection, limit_blas: bool) -> None:
     """A worker's life: score what comes down the pipe until told to stop or
     the pipe closes (its server is gone)."""
-    # Ctrl-C reaches the whole process group: the server stops its workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Ctrl-C reaches the whole process group, and so does SIGTERM from a shell
+    # (`kill %1`) or supervisord (stopasgroup): the server, which drains its
+    # batches in flight first, stops its workers.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
     # Stdout may be the command's answer (`evaluate` prints the run card):
     # whatever a worker prints goes to stderr, its log events too.
     os.dup2(2, 1)
@@ -137,14 +162,7 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
         except (EOFError, OSError):
             message = None
         if message is None:
-            # Freeing a worker's caches (word lists, token rows: over a GB)
-            # object by object takes it seconds the server would wait for.
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except OSError:  # a full non-blocking pipe: what is left there is lost either way
-                    pass
-            os._exit(0)
+            _exit_now()
         kind, *payload = message
         if kind == "warm":
             for spec in payload[0]:
@@ -152,7 +170,7 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
                     scorer_for(spec)
                 except Exception:  # noqa: BLE001 - its first batch will fail and say why
                     pass
-            conn.send(("ok", None))
+            _answer(conn, ("ok", None))
             continue
         spec, request_bytes, context = payload
         try:
@@ -163,9 +181,9 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
             else:
                 reply = response_from_output(scorer.name, scorer.score(entries, context)).SerializeToString()
         except Exception as error:  # the batch fails; the worker stays
-            conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
+            _answer(conn, ("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
             continue
-        conn.send(("ok", reply))
+        _answer(conn, ("ok", reply))
 
 
 # --- the server's side ---------------------------------------------------------

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -241,3 +242,99 @@ def test_a_ctrl_c_that_code_swallows_still_ends_the_command_with_130():
         cli._run(args)
     # The previous handler is back: Ctrl-C in the test runner works as before.
     assert signal.getsignal(signal.SIGINT) is not cli._on_interrupt
+
+
+def test_a_sigterm_that_code_swallows_still_ends_the_command_with_143():
+    """SIGTERM is noted as Ctrl-C is, and tells main() to end with 143 and
+    `champollion: terminated`."""
+    import argparse
+
+    from champollion.apps import cli
+    from champollion.apps.cli.common import INTERRUPTED
+
+    def command_that_swallows_it(args) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+        except BaseException:  # noqa: BLE001
+            pass
+        return 0
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        cli._run(argparse.Namespace(command="evaluate", handler=command_that_swallows_it))
+    assert INTERRUPTED.ending() == ("terminated", 143)
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+# --- SIGTERM (issue 23) ------------------------------------------------------------------
+
+
+def _evaluate_with_workers(folder, **popen) -> tuple[subprocess.Popen, Path]:
+    """`champollion evaluate` of 5,000 entries with two worker processes,
+    its spills in a folder of `folder` ($TMPDIR); the command and that folder."""
+    corpus, predictions = write_example_run(folder, 5000)
+    temporary = folder / "tmp"
+    temporary.mkdir()
+    command = subprocess.Popen(
+        [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(corpus), str(predictions), "--no-store",
+         "--batch-size", "16"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "CHAMPOLLION_WORKERS": "2", "TMPDIR": str(temporary)}, **popen,
+    )
+    return command, temporary / f"champollion-spill-{os.getuid()}"
+
+
+def _worker_pids(pid: int) -> list[int]:
+    """The worker processes among process `pid`'s children (Linux /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+            except FileNotFoundError:  # already gone
+                pass
+    return found
+
+
+def _await_run(command: subprocess.Popen, spills, timeout: float = 120) -> tuple[list, list[int]]:
+    """The command's spill, once it exists (its run is being scored, as the
+    Ctrl-C test above waits for it), and its two worker processes (busy
+    loading their models or scoring: tests/test_workers.py has a worker
+    whose server dies mid-batch)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and command.poll() is None:
+        found, workers = list(spills.glob("run-*.sqlite")), _worker_pids(command.pid)
+        if found and len(workers) == 2:
+            return found, workers
+        time.sleep(0.05)
+    raise AssertionError(f"no run with two workers: spills {list(spills.glob('*'))}, exit {command.poll()}")
+
+
+@pytest.mark.parametrize("target", ["command", "process group"])
+def test_sigterm_ends_evaluate_as_ctrl_c_does_with_143_and_one_line(tmp_path, target):
+    """SIGTERM to `champollion evaluate` (or, as `kill %1` or supervisord
+    sends it, to its process group, worker processes included) while its
+    run is scored: exit 143, one line on stderr, no traceback or log line
+    from the command or its workers (which ignore it: their server stops
+    them), no spill left, no worker left."""
+    command, spills = _evaluate_with_workers(tmp_path, start_new_session=True)
+    try:
+        found, workers = _await_run(command, spills)
+        if target == "command":
+            command.send_signal(signal.SIGTERM)
+        else:
+            os.killpg(command.pid, signal.SIGTERM)
+        stdout, stderr = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+            command.wait()
+    assert command.returncode == 143, stderr
+    assert stderr == "champollion: terminated\n"
+    assert stdout == ""
+    assert not any(path.exists() for path in found)
+    assert not list(spills.glob("run-*.sqlite"))
+    assert not any(Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived its command"
+

@@ -346,3 +346,51 @@ def test_a_batchs_affinity_key_is_the_smallest_hash_of_its_sources():
     assert affinity_key(request(lines[:smallest] + lines[smallest + 1:])) != affinity_key(request(first))
     assert affinity_key(request(["", "b"], ids=["x", "y"])) == min(zlib.crc32(b"x"), zlib.crc32(b"b"))
     assert affinity_key(family_pb2.ScoreBatchRequest()) == 0
+
+
+# A server that dies (SIGKILL) while its one worker scores a batch that takes
+# 2 s (tests/slow_scorer.py); it prints the worker's pid first.
+ORPHANING_SCRIPT = '''
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+from champollion.core.cards import default_registry
+from champollion.eval.v1 import family_pb2
+from services.contract import BatchContext
+from services.workers import ScorerSpec, WorkerPool
+
+started = Path(sys.argv[1])
+request = family_pb2.ScoreBatchRequest(source_lang="eng", target_lang="spa")
+request.entries.add(id="e1", source="a black cat", reference="un gato negro", prediction="un gato negro")
+cards = default_registry()
+context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+spec = ScorerSpec("surface", "tests.slow_scorer:create_scorer", {"started": str(started), "seconds": 2.0})
+
+
+async def die_mid_batch():
+    pool = WorkerPool(1)
+    batch = asyncio.create_task(pool.score(spec, request.SerializeToString(), context))
+    while not started.exists() and not batch.done():
+        await asyncio.sleep(0.01)
+    print(*pool.pids(), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(die_mid_batch())
+'''
+
+
+def test_a_worker_whose_server_dies_mid_batch_ends_without_a_traceback(tmp_path):
+    """Its answer finds the pipe broken: the worker ends, saying nothing
+    (it used to print a BrokenPipeError traceback). The script's stderr,
+    which the worker shares, closes only once the worker is gone."""
+    script, started = tmp_path / "server.py", tmp_path / "started"
+    script.write_text(ORPHANING_SCRIPT, encoding="utf-8")
+    python_path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, str(script), str(started)], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": python_path}, capture_output=True, text=True, timeout=120)
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    assert started.exists() and len(result.stdout.split()) == 1, "the worker was not scoring when its server died"
+    assert result.stderr == ""

@@ -15,7 +15,6 @@ import threading
 
 from champollion.core import logs
 from champollion.apps.cli.common import (
-    EXIT_INTERRUPTED,
     INTERRUPTED,
     CliError,
     raise_if_interrupted,
@@ -25,25 +24,33 @@ from champollion.apps.cli.parser import build_parser
 __all__ = ["CliError", "build_parser", "main"]
 
 
+# What ends a client command: Ctrl-C, and SIGTERM (`kill`, a job scheduler,
+# a container stopped), whose default would end the process on the spot,
+# leaving the embedded run's spill on disk and its workers to find their
+# pipe broken.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _on_interrupt(signum, frame) -> None:
-    INTERRUPTED.set()
+    INTERRUPTED.note(signum)
     raise KeyboardInterrupt
 
 
 def _run(args) -> int:
-    """The command; a client command's Ctrl-C is noted even where its
-    KeyboardInterrupt is lost (`serve` and `up` stop on Ctrl-C their own way)."""
+    """The command; a client command's Ctrl-C or SIGTERM is noted even where
+    its KeyboardInterrupt is lost (`serve` and `up` stop on them their own way)."""
     in_main_thread = threading.current_thread() is threading.main_thread()
     if args.command in ("serve", "up") or not in_main_thread:
         return args.handler(args)
-    previous = signal.signal(signal.SIGINT, _on_interrupt)
+    previous = {signum: signal.signal(signum, _on_interrupt) for signum in STOP_SIGNALS}
     INTERRUPTED.clear()
     try:
         code = args.handler(args)
         raise_if_interrupted()
         return code
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as error:
         print(f"champollion: error: {error}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:  # Ctrl-C: the embedded stack has stopped on the way out
-        print("champollion: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the embedded stack has stopped on the way out
+        word, code = INTERRUPTED.ending()
+        print(f"champollion: {word}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

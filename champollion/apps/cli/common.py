@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from champollion.apps.client import (
 EXIT_INVALID_INPUT = 2
 EXIT_FAILURE = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 TOKEN_VARIABLE = "CHAMPOLLION_TOKEN"
 
 
@@ -32,11 +34,38 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
-# Set by Ctrl-C. Python raises KeyboardInterrupt in whatever code runs at
-# that moment, and code that swallows every exception (gRPC's channel
-# finalizer, any __del__) can lose it: the flag is checked again at each
-# progress update and once the command is done.
-INTERRUPTED = threading.Event()
+class Interruption:
+    """Ctrl-C (SIGINT) or SIGTERM, noted when it comes. Both end a command
+    the same way, by KeyboardInterrupt, so that every clean-up made for
+    Ctrl-C (the embedded stack stopped, its run's spill removed) serves
+    both. Python raises it in whatever code runs at that moment, and code
+    that swallows every exception (gRPC's channel finalizer, any __del__)
+    can lose it: the note is checked again at each progress update and once
+    the command is done."""
+
+    def __init__(self):
+        self._noted = threading.Event()
+        self.signum: int | None = None
+
+    def note(self, signum: int) -> None:
+        self.signum = signum
+        self._noted.set()
+
+    def clear(self) -> None:
+        self._noted.clear()
+        self.signum = None
+
+    def is_set(self) -> bool:
+        return self._noted.is_set()
+
+    def ending(self) -> tuple[str, int]:
+        """The word the command's one line ends with, and its exit status."""
+        if self.signum == signal.SIGTERM:
+            return "terminated", EXIT_TERMINATED
+        return "interrupted", EXIT_INTERRUPTED
+
+
+INTERRUPTED = Interruption()
 
 
 def raise_if_interrupted() -> None:
