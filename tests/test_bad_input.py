@@ -37,6 +37,10 @@ def rejected(gateway, request) -> str:
          "predictions[0].latency_s (id 'a'): must not be negative"),
         ({"entries": ENTRIES, "meta": {"time_start": "2026-11-20T10:00:00Z", "time_end": "2026-11-20T09:00:00Z"}},
          "meta.time_end: is before meta.time_start"),
+        # An empty gold word, refused on every route (the CLI's test: test_cli_morphology_word_must_not_be_empty).
+        ({"entries": [ENTRIES[0], {**ENTRIES[1], "morphology": [{"word": "adiós", "features": ["+Interj"]},
+                                                                {"word": " ", "features": ["+N"]}]}]},
+         "corpus.entries[1].morphology[1].word (id 'b'): must be a non-empty string"),
     ],
 )
 def test_rpc_names_field_and_entry(gateway, request_args, expected):
@@ -127,6 +131,40 @@ def test_cli_prints_one_line_naming_file_line_and_field(cli, stack, tmp_path, li
 def test_cli_corpus_errors(cli, stack, tmp_path, corpus, expected):
     assert expected in invalid_input_line(cli("evaluate", *write_run(tmp_path, corpus=corpus),
                                               "--gateway", stack.gateway_address))
+
+
+@pytest.mark.parametrize(
+    "corpus, expected",
+    [
+        # str() used to make these the ids "[1, 2]" and "7".
+        ({"id": [1, 2], "source_lang": "eng", "target_lang": "spa",
+          "entries": [{"id": "a", "source": "x", "reference": "y"}]}, "corpus.json: id: must be a string, got list"),
+        ({"id": 7, "source_lang": "eng", "target_lang": "spa",
+          "entries": [{"id": "a", "source": "x", "reference": "y"}]}, "corpus.json: id: must be a string, got int"),
+        ({"id": "t", "source_lang": "eng", "target_lang": "spa", "entries": [{"id": 7, "source": "x", "reference": "y"}]},
+         "corpus.json: entries[0]: id: must be a string, got int"),
+        ({"id": "t", "source_lang": "eng", "target_lang": "spa",
+          "entries": [{"id": "a", "source": "x", "reference": "y", "morphology": {"word": "y"}}]},
+         "corpus.json: entries[0] (id 'a'): morphology: must be a list, got dict"),
+        ({"id": "t", "source_lang": "eng", "target_lang": "spa",
+          "entries": [{"id": "a", "source": "x", "reference": "y", "terms": "x=y"}]},
+         "corpus.json: entries[0] (id 'a'): terms: must be a list, got str"),
+    ],
+)
+def test_cli_fields_of_the_wrong_json_type(cli, stack, tmp_path, corpus, expected):
+    assert invalid_input_line(cli("evaluate", *write_run(tmp_path, corpus=corpus), "--gateway",
+                                  stack.gateway_address)) == f"champollion: error: {tmp_path}/{expected}\n"
+
+
+def test_cli_morphology_word_must_not_be_empty(cli, stack, tmp_path):
+    """The gateway's rule (the RPC's test: test_rpc_names_field_and_entry), located in the corpus file."""
+    corpus = {"id": "t", "source_lang": "eng", "target_lang": "spa",
+              "entries": [{"id": "a", "source": "Hello", "reference": "Hola", "morphology": [{"word": ""}]}]}
+    assert "corpus.json: corpus.entries[0].morphology[0].word (id 'a'): must be a non-empty string" \
+        in invalid_input_line(cli("evaluate", *write_run(tmp_path, corpus=corpus), "--gateway", stack.gateway_address))
+    corpus["entries"][0]["morphology"] = [{"features": ["+N"]}]  # no word at all: refused as the file is read
+    assert "corpus.json: entries[0] (id 'a'): morphology[0]: word: is required" \
+        in invalid_input_line(cli("evaluate", *write_run(tmp_path, corpus=corpus), "--gateway", stack.gateway_address))
 
 
 def test_cli_bare_entry_list_needs_languages(cli, stack, tmp_path):

@@ -83,6 +83,11 @@ def check_entry(entry: gateway_pb2.CorpusEntry, index: int, max_text_chars: int 
         raise InvalidRun(f"{path}.difficulty", f"must be 1-5, got {entry.difficulty}", entry.id)
     for term_index, term in enumerate(entry.terms):
         _check_term(term, f"{path}.terms[{term_index}]", entry.id)
+    for word_index, gold in enumerate(entry.morphology):
+        # An empty word has no lemmas, so any word of the translation showing
+        # its features would match it (services/structural/morphology.py).
+        if not gold.word.strip():
+            raise InvalidRun(f"{path}.morphology[{word_index}].word", "must be a non-empty string", entry.id)
 
 
 def _check_extra_references(entry: gateway_pb2.CorpusEntry, path: str, max_text_chars: int) -> None:

@@ -70,6 +70,15 @@ class _Fields:
             raise InputError(f"{self.where}: {key}: {shown(value)} is outside the range {bounds[0]} to {bounds[1]}")
         return value
 
+    def items(self, key: str) -> list:
+        """A list (of anything: the caller checks each item)."""
+        value = self.data.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self._fail(key, "a list")
+        return value
+
     def strings(self, key: str) -> list[str]:
         value = self.data.get(key)
         if value is None:
@@ -160,10 +169,10 @@ def _corpus_entry(data, where: str) -> gateway_pb2.CorpusEntry:
     difficulty = fields.integer("difficulty", INT32)
     if difficulty is not None:
         entry.difficulty = difficulty
-    for index, gold in enumerate(data.get("morphology") or []):
+    for index, gold in enumerate(fields.items("morphology")):
         gold_fields = _Fields(gold if isinstance(gold, dict) else {}, f"{fields.where}: morphology[{index}]")
         entry.morphology.add(word=gold_fields.string("word", required=True), features=gold_fields.strings("features"))
-    for index, term in enumerate(data.get("terms") or []):
+    for index, term in enumerate(fields.items("terms")):
         entry.terms.append(_term(term, f"{fields.where}: terms[{index}]"))
     provenance = data.get("provenance")
     if isinstance(provenance, str):
@@ -216,7 +225,8 @@ def corpus_from_data(data, where: str, default_id: str, source_lang: str | None 
         raise InputError(f"{where}: must be a JSON object with entries, or a list of entries")
     fields = _Fields(header, where)
     corpus = gateway_pb2.Corpus(
-        id=str(header.get("id") or default_id),
+        # A string, as over the RPC: [1, 2] is no id (str() made it "[1, 2]").
+        id=fields.string("id") or default_id,
         source_lang=source_lang or fields.string("source_lang") or "",
         target_lang=target_lang or fields.string("target_lang") or "",
     )
