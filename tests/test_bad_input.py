@@ -68,6 +68,31 @@ def test_missing_prediction_counts_as_error_and_scores_as_empty(gateway):
     assert missing["error"] == "no prediction" and missing["scores"]["chrf_plus_plus"] == 0.0
 
 
+def test_entries_with_a_prediction_and_an_error_score_as_failed_with_one_warning(gateway, run_card_validator):
+    """The error wins, and the card names the entries (the first five, then a count)."""
+    entries = [{"id": f"e{index}", "reference": "Hola"} for index in range(8)]
+    predictions = [{"id": "e0", "prediction": "Hola"}, {"id": "e1", "error": "timeout"}]
+    predictions += [{"id": f"e{index}", "prediction": "Hola", "error": "refused"} for index in range(2, 8)]
+    card = evaluate(gateway, make_request(entries, predictions))
+    run_card_validator.validate(card)
+    assert (card["scores"]["evaluated"], card["scores"]["errors"]) == (1, 7)
+    assert card["scores"]["exact_match_rate"] == 1 / 8
+    assert [e["error"] for e in card["entries"] if e["id"] in ("e1", "e2")] == ["timeout", "refused"]
+    about = [w for w in card["warnings"] if "a prediction and an error" in w]
+    assert about == ["6 entries sent both a prediction and an error and were scored as failed, their predictions "
+                     "ignored: ids 'e2', 'e3', 'e4', 'e5', 'e6' and 1 more"]
+
+
+def test_one_entry_with_a_prediction_and_an_error_is_named_and_others_get_no_such_warning(gateway, run_card_validator):
+    card = evaluate(gateway, make_request(ENTRIES, [{"id": "a", "prediction": "Hola"},
+                                                    {"id": "b", "prediction": "Adiós", "error": "cut short"}]))
+    run_card_validator.validate(card)
+    assert [w for w in card["warnings"] if "a prediction and an error" in w] == [
+        "1 entry sent both a prediction and an error and was scored as failed, its prediction ignored: id 'b'"]
+    card = evaluate(gateway, make_request(ENTRIES, [{"id": "a", "prediction": "Hola"}, {"id": "b", "error": "x"}]))
+    assert not [w for w in card["warnings"] if "a prediction and an error" in w]
+
+
 def write_run(tmp_path, corpus=None, prediction_lines=None):
     corpus_path = tmp_path / "corpus.json"
     predictions_path = tmp_path / "predictions.jsonl"

@@ -144,6 +144,9 @@ async def evaluate(
 def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics, warnings: list[str],
                    seed: int, resamples: int) -> tuple[dict, Composite]:
     tally = intake.tally
+    both_sent_warning = tally.both_sent_warning()
+    if both_sent_warning:
+        warnings.append(both_sent_warning)
     values = corpus_values(merged.stats, labels=merged.labels)
     profile = intake.run.target.card.profile
     composite = compute_composite(values, profile)

@@ -22,6 +22,7 @@ from gateway.card.breakdowns import provenance_key
 from gateway.card.contamination import Coaching, ContaminationCheck
 from gateway.card.costs import EntryUsage, Pricing, TokenTotalOverflow, UsageTally
 from gateway.card.identity import version_reference
+from champollion.core.limits import shown
 from champollion.core.usage import UsageReading
 from gateway.server.spill import RunSpill
 from gateway.server.validation import (
@@ -35,17 +36,38 @@ from gateway.server.validation import (
 )
 
 
+# Entries a warning names, at most; it counts the others.
+IDS_SHOWN = 5
+
+
 @dataclass
 class RunTally:
     """What the run card's run-level blocks need of the entries, entry by entry."""
     usage: UsageTally
     total: int = 0
     failed: int = 0
+    # Entries sent with a prediction and an error both, scored as failed:
+    # how many, and the first IDS_SHOWN ids.
+    both_sent: int = 0
+    both_sent_ids: list[str] = field(default_factory=list)
     # Per entry, in corpus order: difficulty tier and provenance group (or None).
     difficulties: list[str | None] = field(default_factory=list)
     provenance: list[str | None] = field(default_factory=list)
     domains: Counter = field(default_factory=Counter)
     any_variants: bool = False
+
+    def both_sent_warning(self) -> str | None:
+        """The run card's warning about entries sent with a prediction and an
+        error: the error wins (failing is never rewarded), and the method's
+        author should know that a prediction it sent was not scored."""
+        if not self.both_sent:
+            return None
+        one = self.both_sent == 1
+        ids = ", ".join(shown(entry_id) for entry_id in self.both_sent_ids)
+        more = self.both_sent - len(self.both_sent_ids)
+        return (f"{self.both_sent} {'entry' if one else 'entries'} sent both a prediction and an error and "
+                f"{'was' if one else 'were'} scored as failed, {'its prediction' if one else 'their predictions'} "
+                f"ignored: {'id' if one else 'ids'} {ids}{f' and {more} more' if more else ''}")
 
 
 def pricing_of(meta: gateway_pb2.RunMeta) -> Pricing | None:
@@ -262,6 +284,10 @@ class RunIntake:
         tally = self.tally
         tally.total += 1
         tally.failed += batch_entry.failed
+        if prediction is not None and prediction.HasField("prediction") and prediction.HasField("error"):
+            tally.both_sent += 1
+            if len(tally.both_sent_ids) < IDS_SHOWN:
+                tally.both_sent_ids.append(entry.id)
         tally.difficulties.append(None if difficulty is None else str(difficulty))
         tally.provenance.append(provenance_key(entry))
         if entry.domain:
