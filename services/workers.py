@@ -15,13 +15,15 @@ a busy one.
   are several workers.
 - A worker that dies mid-batch fails that batch (``WorkerDied``, naming the
   process and its exit) and is replaced; the others go on.
-- ``close`` stops them all; a worker whose server process dies sees its pipe
-  close and exits, quietly (mid-batch too: its answer has no one to go to),
-  so none is left behind.
+- Workers ignore SIGINT and SIGTERM (sent to the process group, they reach
+  workers too): their server stops them. ``close`` stops them all; a worker
+  whose server process dies sees its pipe close and exits, quietly (mid-batch
+  too: its answer has no one to go to), so none is left behind.
 """
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib
 import json
 import multiprocessing
@@ -33,6 +35,7 @@ import threading
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -47,6 +50,10 @@ log = structlog.get_logger()
 START_METHOD = "spawn"
 # BLAS/OpenMP libraries read these when they load, threadpoolctl limits those already loaded.
 _THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+# Signals a worker ignores: Ctrl-C reaches the whole process group, and so
+# does SIGTERM from a shell (`kill %1`) or supervisord (stopasgroup); the
+# server, which drains its batches in flight first, stops its workers.
+_SERVER_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 class WorkerDied(RuntimeError):
@@ -125,11 +132,11 @@ def _answer(conn: Connection, reply) -> None:
 def _worker_main(conn: Connection, limit_blas: bool) -> None:
     """A worker's life: score what comes down the pipe until told to stop or
     the pipe closes (its server is gone)."""
-    # Ctrl-C reaches the whole process group, and so does SIGTERM from a shell
-    # (`kill %1`) or supervisord (stopasgroup): the server, which drains its
-    # batches in flight first, stops its workers.
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in _SERVER_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+    # Blocked since the worker started (_start_shielded); one that came
+    # meanwhile is dropped, being ignored now.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SERVER_SIGNALS)
     # Stdout may be the command's answer (`evaluate` prints the run card):
     # whatever a worker prints goes to stderr, its log events too.
     os.dup2(2, 1)
@@ -211,13 +218,30 @@ def _start_unprepared(process) -> None:
                 main.__file__ = path
 
 
+def _start_shielded(process) -> None:
+    """Starts a worker with _SERVER_SIGNALS blocked (a process inherits the
+    signal mask of the thread that started it), so that one sent to the
+    process group while the worker starts waits until it ignores them,
+    rather than killing it halfway through its imports. Python's resource
+    tracker is started first: starting it unblocks them (its own shield,
+    bpo-33613)."""
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _SERVER_SIGNALS)
+    try:
+        _start_unprepared(process)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class _Worker:
     def __init__(self, context, limit_blas: bool):
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_worker_main, args=(child, limit_blas), name="champollion-worker",
                                        daemon=True)
-        _start_unprepared(self.process)
+        _start_shielded(self.process)
         child.close()  # the worker's end lives in the worker only: its death closes the pipe
+        # The pool's close and a call that saw the worker die may stop it at once.
+        self._stopping = threading.Lock()
 
     def call(self, message):
         """Sends a batch and waits for the answer, or for the process to end."""
@@ -233,15 +257,20 @@ class _Worker:
                          "while scoring this batch; it was replaced")
 
     def stop(self, timeout: float) -> None:
-        try:
-            self.conn.send(None)
-        except OSError:
-            pass
-        self.process.join(timeout)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(5)
-        self.conn.close()
+        """Tells the worker to stop, killing it after `timeout`; once only
+        (a second call returns when the first is done)."""
+        with self._stopping:
+            if self.conn.closed:
+                return
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.process.join(timeout)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join(5)
+            self.conn.close()
 
 
 def _exit_description(code: int | None) -> str:
@@ -276,6 +305,10 @@ class WorkerPool:
         # One thread per worker waits on its pipe; the event loop stays free.
         self._threads = ThreadPoolExecutor(size, "champollion-worker-call")
         self._closed = False
+        # Workers ignore SIGTERM, which multiprocessing's own clean-up at exit
+        # sends a live daemon process before it joins it, for ever: a pool not
+        # closed by then is closed first (atexit runs the last registered first).
+        atexit.register(self.close, 1.0)
         self._warming: set[asyncio.Task] = set()
         # Counts, for logs and tests: batches sent to a worker, workers replaced.
         self.batches = 0
@@ -367,6 +400,7 @@ class WorkerPool:
     def close(self, timeout: float = 10.0) -> None:
         """Stops every worker: idle ones at once, busy ones after their
         batch (or killed after `timeout`)."""
+        atexit.unregister(self.close)
         with self._lock:
             self._closed = True
             workers = [w for w in self._workers if w is not None]

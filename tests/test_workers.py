@@ -24,7 +24,7 @@ from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
 from champollion.apps.launch.embedded import EmbeddedStack, start_family
 from services.contract import BatchContext
 from services.registry import scorer_spec
-from services.workers import ScorerSpec, WorkerPool, WorkerScoringError, _Worker
+from services.workers import ScorerSpec, WorkerDied, WorkerPool, WorkerScoringError, _Worker
 from tests.conftest import EXAMPLE, REPO, evaluate, make_request
 
 # Fields that differ between two evaluations of one run by design.
@@ -394,3 +394,37 @@ def test_a_worker_whose_server_dies_mid_batch_ends_without_a_traceback(tmp_path)
     assert result.returncode == -signal.SIGKILL, result.stderr
     assert started.exists() and len(result.stdout.split()) == 1, "the worker was not scoring when its server died"
     assert result.stderr == ""
+
+
+def test_a_pool_closed_while_a_batch_runs_past_its_timeout_kills_that_worker_once(tmp_path, monkeypatch):
+    """close() kills a worker still busy after `timeout`, while the call
+    waiting for its batch sees it die and stops it too: the worker is
+    stopped once, close() raises nothing (both used to close the pipe, the
+    second with EBADF, which left the other workers running), the batch fails."""
+    from multiprocessing.connection import Connection
+
+    real_close = Connection._close
+
+    def slow_close(self):
+        time.sleep(0.3)  # the moment in which a second stop() would find the pipe still open
+        real_close(self)
+
+    monkeypatch.setattr(Connection, "_close", slow_close)
+    cards = default_registry()
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    started = tmp_path / "started"
+    spec = ScorerSpec("surface", "tests.slow_scorer:create_scorer", {"started": str(started), "seconds": 30.0})
+
+    async def scenario():
+        pool = WorkerPool(2)
+        batch = asyncio.create_task(pool.score(spec, _batch(1), context))
+        while not started.exists():
+            await asyncio.sleep(0.01)
+        pids = pool.pids()
+        await pool.aclose(timeout=0.2)
+        with pytest.raises(WorkerDied):
+            await batch
+        return pids
+
+    pids = asyncio.run(scenario())
+    assert pids and not any(_alive(pid) for pid in pids)
