@@ -79,8 +79,8 @@ def test_entries_with_a_prediction_and_an_error_score_as_failed_with_one_warning
     assert card["scores"]["exact_match_rate"] == 1 / 8
     assert [e["error"] for e in card["entries"] if e["id"] in ("e1", "e2")] == ["timeout", "refused"]
     about = [w for w in card["warnings"] if "a prediction and an error" in w]
-    assert about == ["6 entries sent both a prediction and an error and were scored as failed, their predictions "
-                     "ignored: ids 'e2', 'e3', 'e4', 'e5', 'e6' and 1 more"]
+    assert about == [("6 entries sent both a prediction and an error and were scored as failed, their predictions "
+                      "ignored: ids 'e2', 'e3', 'e4', 'e5', 'e6' and 1 more")]
 
 
 def test_one_entry_with_a_prediction_and_an_error_is_named_and_others_get_no_such_warning(gateway, run_card_validator):
