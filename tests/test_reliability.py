@@ -267,6 +267,31 @@ def test_a_sigterm_that_code_swallows_still_ends_the_command_with_143():
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+def test_a_signal_while_a_gateway_call_is_in_flight_cancels_it_rather_than_raising_there():
+    """Inside gateway_client (INTERRUPTED.cancelling) the signal handler
+    closes the client's channel from a thread of its own and returns: a
+    KeyboardInterrupt raised inside gRPC's waits could leave its state half
+    updated (closing the channel then hung). The command ends interrupted
+    once its call has failed, or once it is done."""
+    import argparse
+
+    from champollion.apps import cli
+    from champollion.apps.cli.common import INTERRUPTED
+
+    cancelled = threading.Event()
+
+    def command_with_a_call_in_flight(args) -> int:
+        with INTERRUPTED.cancelling(cancelled.set):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)  # the handler runs here, and does not raise
+            assert cancelled.wait(5)
+        return 0
+
+    with pytest.raises(KeyboardInterrupt):
+        cli._run(argparse.Namespace(command="evaluate", handler=command_with_a_call_in_flight))
+    assert INTERRUPTED.ending() == ("interrupted", 130)
+
+
 # --- SIGTERM (issue 23) ------------------------------------------------------------------
 
 

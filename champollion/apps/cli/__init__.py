@@ -33,7 +33,8 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 def _on_interrupt(signum, frame) -> None:
     INTERRUPTED.note(signum)
-    raise KeyboardInterrupt
+    if not INTERRUPTED.cancel_call():
+        raise KeyboardInterrupt
 
 
 def _run(args) -> int:

@@ -7,7 +7,7 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,18 +38,44 @@ class Interruption:
     """Ctrl-C (SIGINT) or SIGTERM, noted when it comes. Both end a command
     the same way, by KeyboardInterrupt, so that every clean-up made for
     Ctrl-C (the embedded stack stopped, its run's spill removed) serves
-    both. Python raises it in whatever code runs at that moment, and code
-    that swallows every exception (gRPC's channel finalizer, any __del__)
-    can lose it: the note is checked again at each progress update and once
-    the command is done."""
+    both. Raised from the signal handler, it comes in whatever code runs at
+    that moment, and code that swallows every exception (gRPC's channel
+    finalizer, any __del__) can lose it: the note is checked again at each
+    progress update, where a call fails, and once the command is done.
+
+    While a gateway call may be in flight (`cancelling`), the signal cancels
+    it instead, and the main thread raises once the call has ended: raised
+    inside gRPC's waits, KeyboardInterrupt could leave gRPC's state half
+    updated, and closing the channel then waited for ever."""
 
     def __init__(self):
         self._noted = threading.Event()
         self.signum: int | None = None
+        self._cancel: Callable[[], None] | None = None
 
     def note(self, signum: int) -> None:
         self.signum = signum
         self._noted.set()
+
+    @contextmanager
+    def cancelling(self, cancel: Callable[[], None]) -> Iterator[None]:
+        """Inside, a first signal calls `cancel` (closing the client's
+        channel: its calls end CANCELLED) rather than raising."""
+        self._cancel = cancel
+        try:
+            yield
+        finally:
+            self._cancel = None
+
+    def cancel_call(self) -> bool:
+        """Cancels the call in flight, once, from a thread of its own (the
+        main thread, interrupted, may hold gRPC's locks); False when there
+        is none to cancel: the caller raises."""
+        cancel, self._cancel = self._cancel, None
+        if cancel is None:
+            return False
+        threading.Thread(target=cancel, name="champollion-interrupt", daemon=True).start()
+        return True
 
     def clear(self) -> None:
         self._noted.clear()
@@ -125,13 +151,15 @@ def gateway_client(args, **stack_options) -> Iterator[Client]:
     ClientError raised inside becomes the command's error."""
     try:
         if args.gateway:
-            with _remote_client(args) as client:
+            with _remote_client(args) as client, INTERRUPTED.cancelling(client.close):
                 yield client
         else:
             from champollion.apps.launch.embedded import EmbeddedStack  # the server, only when one is embedded
-            with EmbeddedStack(**stack_options) as stack, Client(stack.gateway_address) as client:
+            with EmbeddedStack(**stack_options) as stack, Client(stack.gateway_address) as client, \
+                    INTERRUPTED.cancelling(client.close):
                 yield client
     except ClientError as error:
+        raise_if_interrupted()  # a call cancelled by Ctrl-C or SIGTERM
         raise cli_error(error) from None
 
 
