@@ -150,6 +150,10 @@ class LanguageCard:
     lexicon: LexiconSettings = LexiconSettings()
     eval_metrics: tuple[str, ...] = ()
     model_support: ModelSupport = ModelSupport()
+    # What a corpus for this language must test (seed 001 §6.2; the corpus check).
+    linguistic_challenges: tuple[str, ...] = ()
+    contact_influences: tuple[str, ...] = ()
+    registers: tuple[str, ...] = ()
     # None for a written card; for a generic one, how it was built
     # (`generic (CLDR ...)`) and what a run scored with it should warn of.
     generic: str | None = None
@@ -264,6 +268,9 @@ def card_from_mapping(data: dict[str, Any], origin: str) -> LanguageCard:
         eval_metrics=tuple(data.get("evalMetrics") or ()),
         model_support=ModelSupport(comet=CometSupport(**(support.get("comet") or {})),
                                    embedding=support.get("embedding", False)),
+        linguistic_challenges=tuple(data.get("linguisticChallenges") or ()),
+        contact_influences=tuple(data.get("contactInfluences") or ()),
+        registers=tuple(data.get("registers") or ()),
     )
 
 

@@ -6,15 +6,17 @@ from collections import Counter
 
 import numpy as np
 
+from champollion.core.corpus_rules import RULE, RULE_OF_THUMB
 from gateway.card.bootstrap import confidence_intervals, missing_interval_warnings
 from gateway.card.composite import compute_composite
 from gateway.card.corpus import corpus_values
 from gateway.card.metrics import TIER_CI_METRICS
 
-# Minimum corpus sizes for statistical reliability (seed 001 §6.3).
-MIN_EVALUATION_ENTRIES = 100
-MIN_DEV_ENTRIES = 50
-MIN_PER_GROUP = 10
+# Minimum corpus sizes for statistical reliability (seed 001 §6.3), from the
+# corpus rules' table: an evaluation set is a holdout's minimum.
+MIN_EVALUATION_ENTRIES = RULE["size_minimum"].limit["holdout"]
+MIN_DEV_ENTRIES = RULE["size_minimum"].limit["dev"]
+MIN_PER_GROUP = RULE["domain_minimum"].limit
 
 
 def rows_by_key(keys: list[str | None]) -> dict[str, list[int]]:
@@ -58,7 +60,7 @@ def size_warnings(total: int, domains: Counter, difficulties: Counter) -> list[s
     if total < MIN_EVALUATION_ENTRIES:
         warnings.append(
             f"corpus has {total} entries, below the {MIN_EVALUATION_ENTRIES}-entry minimum of an evaluation set: "
-            "the paired bootstrap cannot detect differences under about 5 chrF++ points"
+            f"the paired bootstrap cannot detect differences under about {RULE_OF_THUMB[0][1]:g} chrF++ points"
         )
     for label, counts in (("domain", domains), ("difficulty tier", difficulties)):
         small = sorted((key, n) for key, n in counts.items() if n < MIN_PER_GROUP)
