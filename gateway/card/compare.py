@@ -134,7 +134,7 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, samples: int, s
             baseline.composite, system.composite,
             weighted_composite(values_a, baseline.weights), weighted_composite(values_b, system.weights),
         )
-    test = _bootstrap_test if method == BOOTSTRAP else _randomization_test
+    test = paired_bootstrap_test if method == BOOTSTRAP else _randomization_test
     metrics, untested = {}, {}
     for metric_id, (value_a, value_b, sampled_a, sampled_b) in series.items():
         if value_a is None or value_b is None:
@@ -167,7 +167,9 @@ def _sampled_sums(stats_a, stats_b, samples: int, seed: int, method: str):
     return resampled_sums(stats_a, samples, seed), resampled_sums(stats_b, samples, seed)
 
 
-def _bootstrap_test(sample_differences: np.ndarray, difference: float) -> dict:
+def paired_bootstrap_test(sample_differences: np.ndarray, difference: float) -> dict:
+    """The verdict on one metric from its resampled differences (also the
+    corpus check's power simulation, gateway/corpus_check/power.py)."""
     interval = percentile_interval(sample_differences)
     p_value = _p_value(sample_differences, difference)
     return {"difference_ci": interval, "p_value": p_value,
