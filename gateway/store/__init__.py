@@ -3,6 +3,7 @@ PostgreSQL, §9.1's columns, numbered migrations, the leaderboard."""
 from champollion.core.columns import SORT_COLUMNS
 from gateway.store.errors import (
     BudgetSpent,
+    CheckGateRefused,
     CorpusConflict,
     InvalidQuery,
     NotHeld,
@@ -13,5 +14,5 @@ from gateway.store.errors import (
 from gateway.store.location import default_store_url
 from gateway.store.store import RunStore
 
-__all__ = ["SORT_COLUMNS", "BudgetSpent", "CorpusConflict", "InvalidQuery", "NotHeld", "RunStore", "StoreError",
-           "UnknownCorpus", "UnknownRun", "default_store_url"]
+__all__ = ["SORT_COLUMNS", "BudgetSpent", "CheckGateRefused", "CorpusConflict", "InvalidQuery", "NotHeld", "RunStore",
+           "StoreError", "UnknownCorpus", "UnknownRun", "default_store_url"]

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, insert, select, text
+from sqlalchemy import Connection, insert, select, text, update
 
 from gateway.card.identity import corpus_version, entry_fingerprint, version_reference
-from gateway.store.errors import CorpusConflict, InvalidQuery, UnknownCorpus
+from gateway.store.errors import CheckGateRefused, CorpusConflict, InvalidQuery, UnknownCorpus
 from gateway.store.rows import utc
 from gateway.store.tables import corpora, corpus_entries, corpus_tiers
 
@@ -70,16 +70,34 @@ def _differences(connection: Connection, registered, corpus: dict, entries: list
     return differences
 
 
-def register(connection: Connection, corpus: dict, tier: str, new_version: bool, now: datetime) -> dict:
+def content_version(entries: list[dict]) -> str:
+    """The version hash of these entries (as stored: canonical_entry)."""
+    return corpus_version((entry["id"], version_reference(entry["reference"], entry.get("extra_references", ())))
+                          for entry in entries)
+
+
+def _tier_row(corpus_id: str, version: str, step: int, tier: str, now: datetime, accepted: dict | None) -> dict:
+    """A corpus_tiers row; `accepted`: {reason, failures, by} when a
+    maintainer accepted the corpus check's failures to enter `tier`."""
+    row = {"corpus_id": corpus_id, "version": version, "step": step, "tier": tier, "since": now}
+    if accepted:
+        row.update(accepted_reason=accepted["reason"], accepted_failures=accepted["failures"],
+                   accepted_by=accepted.get("by"))
+    return row
+
+
+def register(connection: Connection, corpus: dict, tier: str, new_version: bool, now: datetime,
+             check: dict | None = None, accepted: dict | None = None, refusal: str | None = None) -> dict:
     """Registers `corpus` ({id, source_lang, target_lang, entries}) with
-    `tier`; see RunStore.register_corpus."""
+    `tier`, its corpus `check` summary and what was `accepted`; `refusal`
+    refuses a new version (CheckGateRefused) once it is known not to be a
+    conflict or registered already. See RunStore.register_corpus."""
     check_tier(tier)
     corpus_id = corpus["id"]
     entries = [canonical_entry(entry) for entry in corpus["entries"]]
     if not entries:
         raise InvalidQuery("corpus.entries: a corpus needs at least one entry")
-    version = corpus_version((entry["id"], version_reference(entry["reference"], entry.get("extra_references", ())))
-                             for entry in entries)
+    version = content_version(entries)
     _lock(connection, corpus_id)
     registered = connection.execute(
         select(corpora).where(corpora.c.corpus_id == corpus_id).order_by(corpora.c.number)).all()
@@ -102,18 +120,20 @@ def register(connection: Connection, corpus: dict, tier: str, new_version: bool,
             f"({_short(version)}): against version {registered[-1].number}, {'; '.join(differences)}. "
             f"Register it as a new version (new_version, --new-version) to record it as version "
             f"{registered[-1].number + 1}")
+    if refusal:
+        raise CheckGateRefused(refusal)
     number = registered[-1].number + 1 if registered else 1
     connection.execute(insert(corpora), [{
         "corpus_id": corpus_id, "version": version, "number": number, "source_lang": corpus["source_lang"],
-        "target_lang": corpus["target_lang"], "entries": len(entries), "created_at": now}])
+        "target_lang": corpus["target_lang"], "entries": len(entries), "created_at": now,
+        **({"check_summary": check} if check is not None else {})}])
     for start in range(0, len(entries), INSERT_BATCH):
         connection.execute(insert(corpus_entries), [
             {"corpus_id": corpus_id, "version": version, "position": position, "entry_id": entry["id"],
              "fingerprint": entry_fingerprint(entry["source"], entry["reference"], entry.get("extra_references", ())),
              "entry": entry}
             for position, entry in enumerate(entries[start:start + INSERT_BATCH], start=start)])
-    connection.execute(insert(corpus_tiers), [
-        {"corpus_id": corpus_id, "version": version, "step": 0, "tier": tier, "since": now}])
+    connection.execute(insert(corpus_tiers), [_tier_row(corpus_id, version, 0, tier, now, accepted)])
     row = connection.execute(select(corpora).where(corpora.c.corpus_id == corpus_id,
                                                    corpora.c.version == version)).one()
     return {**info(connection, row), "created": True}
@@ -148,8 +168,11 @@ def _histories(connection: Connection, corpus_id: str | None = None) -> dict[tup
         query = query.where(corpus_tiers.c.corpus_id == corpus_id)
     histories: dict[tuple[str, str], list[dict]] = {}
     for row in connection.execute(query):
-        histories.setdefault((row.corpus_id, row.version), []).append(
-            {"tier": row.tier, "since": utc(row.since).isoformat()})
+        span = {"tier": row.tier, "since": utc(row.since).isoformat()}
+        if row.accepted_reason is not None:
+            span.update(accepted_reason=row.accepted_reason, accepted_failures=row.accepted_failures or [],
+                        accepted_by=row.accepted_by or "")
+        histories.setdefault((row.corpus_id, row.version), []).append(span)
     return histories
 
 
@@ -158,7 +181,7 @@ def _described(row, history: list[dict]) -> dict:
         "id": row.corpus_id, "version": row.version, "number": row.number,
         "tier": history[-1]["tier"], "tier_since": history[-1]["since"],
         "source_lang": row.source_lang, "target_lang": row.target_lang, "entries": row.entries,
-        "created_at": utc(row.created_at).isoformat(), "history": history,
+        "created_at": utc(row.created_at).isoformat(), "history": history, "check": row.check_summary,
     }
 
 
@@ -173,9 +196,12 @@ def list_all(connection: Connection) -> list[dict]:
     return [_described(row, histories[(row.corpus_id, row.version)]) for row in rows]
 
 
-def set_tier(connection: Connection, corpus_id: str, version: str | None, tier: str, now: datetime) -> dict:
+def set_tier(connection: Connection, corpus_id: str, version: str | None, tier: str, now: datetime,
+             check: dict | None = None, accepted: dict | None = None, refusal: str | None = None) -> dict:
     """Moves a version to `tier` (rotation, seed 001 §5.3), keeping its
-    history; a version already there is left as it is."""
+    history, with its corpus `check` for that tier and what was `accepted`
+    (`refusal`: CheckGateRefused instead); a version already there is left
+    as it is."""
     check_tier(tier)
     _lock(connection, corpus_id)
     row = resolve(connection, corpus_id, version)
@@ -184,8 +210,14 @@ def set_tier(connection: Connection, corpus_id: str, version: str | None, tier: 
         .where(corpus_tiers.c.corpus_id == row.corpus_id, corpus_tiers.c.version == row.version)
         .order_by(corpus_tiers.c.step.desc()).limit(1)).one()
     if last.tier != tier:
-        connection.execute(insert(corpus_tiers), [
-            {"corpus_id": row.corpus_id, "version": row.version, "step": last.step + 1, "tier": tier, "since": now}])
+        if refusal:
+            raise CheckGateRefused(refusal)
+        connection.execute(insert(corpus_tiers), [_tier_row(row.corpus_id, row.version, last.step + 1, tier, now,
+                                                            accepted)])
+        if check is not None:
+            connection.execute(update(corpora).where(corpora.c.corpus_id == row.corpus_id,
+                                                     corpora.c.version == row.version).values(check_summary=check))
+            row = resolve(connection, row.corpus_id, row.version)
     return info(connection, row)
 
 

@@ -55,3 +55,9 @@ class BudgetSpent(Exception):
 
 class NotHeld(ValueError):
     """A review decision for a run that is not held for review."""
+
+
+class CheckGateRefused(ValueError):
+    """A version would enter holdout or gold although the corpus check's gate
+    fails and no reason was given: the message (the caller's) names every
+    failure."""

@@ -157,14 +157,19 @@ class RunStore:
 
     # Registered corpora (corpora.py; seed 001 §5, §8.1).
 
-    def register_corpus(self, corpus: dict, tier: str, new_version: bool = False) -> dict:
+    def register_corpus(self, corpus: dict, tier: str, new_version: bool = False, check: dict | None = None,
+                        accepted: dict | None = None, refusal: str | None = None) -> dict:
         """Registers `corpus` ({id, source_lang, target_lang, entries}) in one
-        transaction: {id, version, number, tier, entries, created, ...}. The
-        same content again gives its registered version (created False, tier
-        unchanged); other content under the id is a CorpusConflict unless
-        `new_version`, which records it as the next number."""
+        transaction: {id, version, number, tier, entries, created, check, ...}.
+        The same content again gives its registered version (created False,
+        tier unchanged); other content under the id is a CorpusConflict unless
+        `new_version`, which records it as the next number. `check`: the
+        corpus check's summary kept with it; `accepted`: {reason, failures,
+        by} when a maintainer accepted the check's gate failures; `refusal`:
+        a new version is refused with this message (CheckGateRefused)."""
         with self._connection(write=True) as connection:
-            return registered.register(connection, corpus, tier, new_version, datetime.now(timezone.utc))
+            return registered.register(connection, corpus, tier, new_version, datetime.now(timezone.utc),
+                                       check, accepted, refusal)
 
     def list_corpora(self) -> list[dict]:
         """Every registered version with its tier and tier history."""
@@ -184,11 +189,15 @@ class RunStore:
             row = registered.resolve(connection, corpus_id, version)
         return self._in_batches(lambda connection, position: registered.entries_from(connection, row, position, batch))
 
-    def set_corpus_tier(self, corpus_id: str, version: str | None, tier: str) -> dict:
+    def set_corpus_tier(self, corpus_id: str, version: str | None, tier: str, check: dict | None = None,
+                        accepted: dict | None = None, refusal: str | None = None) -> dict:
         """Rotation (seed 001 §5.3): moves a version (the latest by default)
-        to `tier`, its history kept; returns its corpus_info."""
+        to `tier`, its history kept, with its corpus `check` for that tier,
+        what was `accepted` and a `refusal` (as register_corpus); returns
+        its corpus_info."""
         with self._connection(write=True) as connection:
-            return registered.set_tier(connection, corpus_id, version, tier, datetime.now(timezone.utc))
+            return registered.set_tier(connection, corpus_id, version, tier, datetime.now(timezone.utc),
+                                       check, accepted, refusal)
 
     def entry_fingerprints(self, corpus_id: str, version: str | None) -> dict[str, str]:
         """Entry id -> content-derived fingerprint, in registration order."""

@@ -104,6 +104,9 @@ corpora = Table(
     Column("target_lang", Text, nullable=False),
     Column("entries", Integer, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # The corpus check when the version entered its tier (migration 0003):
+    # gateway/corpus_check summary_of, no entry text. Null: never checked.
+    Column("check_summary", JSON_DOCUMENT),
     UniqueConstraint("corpus_id", "number", name="uq_corpora_number"),
 )
 
@@ -129,6 +132,11 @@ corpus_tiers = Table(
     Column("step", Integer, primary_key=True),  # 0 at registration, then 1, 2, ...
     Column("tier", Text, nullable=False),
     Column("since", DateTime(timezone=True), nullable=False),
+    # Set when a maintainer accepted the corpus check's gate failures to
+    # enter this tier (migration 0003): why, which failures, whose token.
+    Column("accepted_reason", Text),
+    Column("accepted_failures", JSON_DOCUMENT),
+    Column("accepted_by", Text),
     ForeignKeyConstraint(["corpus_id", "version"], ["corpora.corpus_id", "corpora.version"], ondelete="CASCADE",
                          name="fk_corpus_tiers_corpus"),
 )
