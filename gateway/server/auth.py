@@ -32,7 +32,7 @@ from gateway.server.tokens import TokenFile
 
 log = structlog.get_logger()
 
-__all__ = ["ROLES", "RPC_ROLES", "AccessControl", "Caller", "caller_role", "current_caller", "require",
+__all__ = ["ROLES", "RPC_ROLES", "AccessControl", "Caller", "caller_name", "caller_role", "current_caller", "require",
            "require_for_tier"]
 
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
@@ -57,6 +57,7 @@ RPC_ROLES = {
     "GetSources": SUBMITTER,  # dev and holdout; gold sources need a maintainer
     "RegisterCorpus": MAINTAINER,
     "SetCorpusTier": MAINTAINER,
+    "CheckCorpus": MAINTAINER,  # reads references and provenance
 }
 
 # Corpus tiers (seed 001 §5.2) only maintainers may run or read: the gold
@@ -108,6 +109,11 @@ def current_caller() -> Caller:
 def caller_role(context) -> str:
     """The role of the current caller (see current_caller)."""
     return current_caller().role
+
+
+def caller_name(context) -> str | None:
+    """The calling token's name (None on a gateway without --auth)."""
+    return current_caller().name
 
 
 async def require(context, role: str, action: str | None = None) -> None:

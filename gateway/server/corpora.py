@@ -1,22 +1,31 @@
 """The gateway's registered corpora (seed 001 §5, §8.1): RegisterCorpus,
-ListCorpora, SetCorpusTier and GetSources, called by the servicer's thin
-methods. The store (gateway/store/corpora.py) keeps the corpora; this module
-validates what arrives, and decides what of an entry may leave the gateway:
-`source_entry`, nothing else, for GetSources.
+ListCorpora, SetCorpusTier, GetSources and CheckCorpus, called by the
+servicer's thin methods. The store (gateway/store/corpora.py) keeps the
+corpora; this module validates what arrives, runs the corpus check
+(gateway/corpus_check) and its gate on the way into holdout and gold, and
+decides what of an entry may leave the gateway: `source_entry`, nothing
+else, for GetSources.
 
 `stored(context, use)` is the servicer's: it runs `use(store)` off the event
 loop and turns the store's errors into statuses (NOT_FOUND, ALREADY_EXISTS,
-INVALID_ARGUMENT, UNAVAILABLE)."""
+FAILED_PRECONDITION, INVALID_ARGUMENT, UNAVAILABLE)."""
 from __future__ import annotations
 
+import asyncio
+import json
 from typing import AsyncIterator, Awaitable, Callable
 
 import grpc
 from google.protobuf import json_format
 
+from champollion.core.analyzers import AnalyzerRegistry
 from champollion.core.cards import CardRegistry, UnknownLanguage
+from champollion.core.corpus_rules import PURPOSES
 from champollion.eval.v1 import gateway_pb2
+from gateway.card.compare import ComparableRun
+from gateway.corpus_check import PilotRefused, check_corpus, refusal, summary_of
 from gateway.server import auth
+from gateway.server.stored_runs import comparable_from_store
 from gateway.server.validation import InvalidRun, check_entry, check_header
 from gateway.store import RunStore, UnknownCorpus
 from gateway.store.corpora import TIERS
@@ -51,9 +60,12 @@ async def _require_corpus_id(context, corpus_id: str) -> None:
 
 def info_message(info: dict) -> gateway_pb2.CorpusInfo:
     """A store's corpus_info as the RPCs send it."""
-    fields = {key: value for key, value in info.items() if key != "history"}
+    fields = {key: value for key, value in info.items() if key not in ("history", "check")}
     message = gateway_pb2.CorpusInfo(**fields)
     message.history.extend(gateway_pb2.TierSpan(**span) for span in info["history"])
+    if info.get("check"):
+        message.check.CopyFrom(json_format.ParseDict(info["check"], gateway_pb2.CorpusCheckSummary(),
+                                                     ignore_unknown_fields=True))
     return message
 
 
@@ -102,6 +114,23 @@ async def _entries(first: gateway_pb2.RegisterCorpusRequest, later: AsyncIterato
     return entries
 
 
+async def _checked(context, corpus: dict, tier: str, reason: str, cards: CardRegistry,
+                   registered: dict | None = None) -> tuple[dict, dict | None, str | None]:
+    """The corpus check's summary for `tier`; what a maintainer accepts
+    ({reason, failures, by}) when its gate fails and a `reason` is given;
+    else the refusal naming every gate failure, which the store raises
+    (FAILED_PRECONDITION) only if the version would enter the tier (not one
+    registered already, nor a conflict)."""
+    report = await asyncio.to_thread(check_corpus, corpus, tier, cards, registered=registered)
+    summary = summary_of(report)
+    failures = summary["gate_failures"]
+    if not failures:
+        return summary, None, None
+    if not reason.strip():
+        return summary, None, refusal(corpus["id"], tier, failures)
+    return summary, {"reason": reason.strip(), "failures": failures, "by": auth.caller_name(context)}, None
+
+
 async def register_corpus(parts: AsyncIterator, context, cards: CardRegistry, stored: Stored):
     parts = parts.__aiter__()
     try:
@@ -122,10 +151,11 @@ async def register_corpus(parts: AsyncIterator, context, cards: CardRegistry, st
     # Stored as canonical tags, as a run card records them.
     corpus = {"id": header.id, "source_lang": languages.source.tag, "target_lang": languages.target.tag,
               "entries": entries}
+    check, accepted, refused = await _checked(context, corpus, first.tier, first.accept_check_failures, cards)
 
     def register(store: RunStore) -> dict:
         _keep_stored_spelling(store, corpus, cards)
-        return store.register_corpus(corpus, first.tier, first.new_version)
+        return store.register_corpus(corpus, first.tier, first.new_version, check, accepted, refused)
 
     info = await stored(context, register)
     return info_message(info)
@@ -154,13 +184,56 @@ async def list_corpora(context, stored: Stored) -> gateway_pb2.ListCorporaRespon
     return gateway_pb2.ListCorporaResponse(corpora=[info_message(info) for info in listed])
 
 
-async def set_corpus_tier(request: gateway_pb2.SetCorpusTierRequest, context, stored: Stored):
+async def _whole(context, stored: Stored, info: dict) -> dict:
+    """A registered version with all its entries (server side only)."""
+    entries = await stored(context, lambda store: [entry for batch in store.corpus_entries(info["id"], info["version"])
+                                                   for entry in batch])
+    return {"id": info["id"], "source_lang": info["source_lang"], "target_lang": info["target_lang"],
+            "entries": entries}
+
+
+async def set_corpus_tier(request: gateway_pb2.SetCorpusTierRequest, context, cards: CardRegistry, stored: Stored):
     await _require_corpus_id(context, request.corpus_id)
     await _check_tier(context, request.tier)
     await authorize(context, "set_corpus_tier", request.tier)
+    info = await stored(context, lambda store: store.corpus_info(request.corpus_id, request.version or None))
+    check, accepted, refused = None, None, None
+    if info["tier"] != request.tier:
+        # Checked for the tier it enters: the gate for holdout and gold, the summary for any.
+        check, accepted, refused = await _checked(context, await _whole(context, stored, info), request.tier,
+                                                  request.accept_check_failures, cards, info)
     info = await stored(context, lambda store: store.set_corpus_tier(
-        request.corpus_id, request.version or None, request.tier))
+        info["id"], info["version"], request.tier, check, accepted, refused))
     return info_message(info)
+
+
+async def _pilots(request: gateway_pb2.CheckCorpusRequest, context, stored: Stored) -> list:
+    pilots = []
+    for run_id in request.pilot_run_ids:
+        card, rows = await stored(context, lambda store, run_id=run_id: store.comparable_stats(run_id))
+        pilots.append((run_id, comparable_from_store(card, rows)))
+    for index, card in enumerate(request.pilot_cards):
+        pilots.append((f"pilot_cards[{index}]", ComparableRun.from_proto(card)))
+    return pilots
+
+
+async def check_registered_corpus(request: gateway_pb2.CheckCorpusRequest, context, cards: CardRegistry,
+                                  stored: Stored) -> gateway_pb2.CheckCorpusResponse:
+    """The whole corpus check of a registered version (maintainers only, by
+    the RPC table: it reads references and provenance)."""
+    await _require_corpus_id(context, request.corpus_id)
+    if request.purpose and request.purpose not in PURPOSES:
+        await _invalid(context, f"purpose: unknown purpose {request.purpose!r}; purposes: {', '.join(PURPOSES)}")
+    info = await stored(context, lambda store: store.corpus_info(request.corpus_id, request.version or None))
+    corpus = await _whole(context, stored, info)
+    pilots = await _pilots(request, context, stored)
+    try:
+        report = await asyncio.to_thread(check_corpus, corpus, request.purpose or info["tier"], cards,
+                                         AnalyzerRegistry(), pilots or None, info)
+    except PilotRefused as error:
+        await _invalid(context, str(error))
+    return gateway_pb2.CheckCorpusResponse(corpus=info_message(info), report_json=json.dumps(report,
+                                                                                             ensure_ascii=False))
 
 
 async def get_sources(request: gateway_pb2.GetSourcesRequest, context, stored: Stored):

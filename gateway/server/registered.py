@@ -66,8 +66,26 @@ class RegisteredRun:
         return _stored_parts(self.store, self.corpus, self.predictions)
 
     def label(self, card: dict) -> None:
-        """Names the registered version's tier and number in the card."""
+        """Names the registered version's tier and number in the card, and
+        warns, once, when the version failed the corpus check."""
         card["dataset"].update(tier=self.corpus["tier"], number=self.corpus["number"])
+        warning = check_warning(self.corpus)
+        if warning:
+            card["warnings"].append(warning)
+
+
+def check_warning(corpus: dict) -> str | None:
+    """One line on a registered version (corpus_info) that failed the corpus
+    check for its tier: how many required rules, which."""
+    check = corpus.get("check")
+    if not check or check["passed"]:
+        return None
+    rules = [failure.partition(":")[0] for failure in check["failures"]]
+    accepted = corpus["history"][-1].get("accepted_reason")
+    return (f"registered corpus {corpus['id']!r} version {corpus['number']} fails the corpus check for "
+            f"{check['purpose']} ({len(rules)} required rule{'s' if len(rules) != 1 else ''}: {', '.join(rules)})"
+            + (f"; a maintainer accepted it: {accepted}" if accepted else "")
+            + f"; see `champollion corpus check {corpus['id']} --version {corpus['number']}`")
 
 
 async def in_store(store: GatewayStore, use):

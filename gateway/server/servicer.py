@@ -1,8 +1,8 @@
 """gRPC glue for the gateway: Evaluate, EvaluateStream, EvaluateUpload,
 Compare, Describe, the stored runs' ListRuns, GetRun, Leaderboard, the
 registered corpora's RegisterCorpus, ListCorpora, SetCorpusTier, GetSources,
-and the review of held runs (ListHeldRuns, ReviewRun). Who may see or do
-what is asked of gateway/server/access.py."""
+CheckCorpus, and the review of held runs (ListHeldRuns, ReviewRun). Who may
+see or do what is asked of gateway/server/access.py."""
 from __future__ import annotations
 
 import asyncio
@@ -49,6 +49,7 @@ from gateway.server.submissions import admit, hold_for_review
 from champollion.core.limits import MAX_RESAMPLES, shown
 from gateway.server.validation import InvalidRun
 from gateway.store import (
+    CheckGateRefused,
     CorpusConflict,
     InvalidQuery,
     NotHeld,
@@ -288,8 +289,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def _stored(self, context, use: Callable[[RunStore], Result]) -> Result:
         """`use(store)`, off the event loop; aborts the call with UNAVAILABLE
-        (no store, or it failed), NOT_FOUND (unknown run id) or
-        INVALID_ARGUMENT (e.g. an unknown sort column)."""
+        (no store, or it failed), NOT_FOUND (unknown run id),
+        ALREADY_EXISTS (a corpus conflict), FAILED_PRECONDITION (the corpus
+        check's gate) or INVALID_ARGUMENT (e.g. an unknown sort column)."""
         if self.store is None:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
                                 "this gateway has no run store (start it with --store URL)")
@@ -299,6 +301,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, str(error))
         except CorpusConflict as error:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(error))
+        except CheckGateRefused as error:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         except InvalidQuery as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except StoreError as error:
@@ -394,7 +398,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         return await corpora.list_corpora(context, self._stored)
 
     async def SetCorpusTier(self, request, context):
-        return await corpora.set_corpus_tier(request, context, self._stored)
+        return await corpora.set_corpus_tier(request, context, self.cards, self._stored)
+
+    async def CheckCorpus(self, request, context):
+        return await corpora.check_registered_corpus(request, context, self.cards, self._stored)
 
     async def GetSources(self, request, context):
         async for part in corpora.get_sources(request, context, self._stored):
