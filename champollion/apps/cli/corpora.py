@@ -1,4 +1,5 @@
-"""The `corpus` commands: register, list, retire, promote, sources."""
+"""The `corpus` commands: register, list, retire, promote, sources (check:
+corpus_check.py)."""
 from __future__ import annotations
 
 import json
@@ -27,14 +28,32 @@ def cmd_corpus_register(args) -> int:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
     try:
         with reading_client(args) as client:
-            info = client.register_corpus(corpus, args.tier, args.new_version)
+            info = client.register_corpus(corpus, args.tier, args.new_version, args.accept_check_failures)
     except CliError as error:
         if error.exit_code == EXIT_INVALID_INPUT and str(error).startswith("corpus."):
             raise CliError(f"{path}: {error}", EXIT_INVALID_INPUT) from None  # the field is the file's
         raise
-    _print_corpus(info, f"registered as version {info['number']}" if info["created"] else
+    _print_corpus(info, f"registered as version {info['number']}{_accepted_note(info)}" if info["created"] else
                   f"already registered with this content as version {info['number']}; its tier is unchanged")
     return 0
+
+
+def _accepted_note(info: dict) -> str:
+    span = info["history"][-1]
+    if not span.get("accepted_reason"):
+        return ""
+    return (f"; corpus check failures accepted ({span['accepted_reason']}): "
+            f"{' | '.join(span['accepted_failures'])}")
+
+
+def _check_cell(info: dict) -> str:
+    """`corpus list`'s check column: the verdict for the tier it entered."""
+    check = info.get("check")
+    if not check:
+        return "-"
+    if check["passed"]:
+        return f"pass ({check['purpose']})"
+    return f"FAIL ({check['purpose']}: {len(check['failures'])} rules)"
 
 
 def _set_corpus_tier(args, allowed: tuple[str, ...], command: str) -> int:
@@ -43,8 +62,10 @@ def _set_corpus_tier(args, allowed: tuple[str, ...], command: str) -> int:
         raise CliError(f"--to: `corpus {command}` moves a corpus to {' or '.join(allowed)}; "
                        f"to move it to {args.to!r} use `corpus {other}`", EXIT_INVALID_INPUT)
     with reading_client(args) as client:
-        info = client.set_corpus_tier(args.corpus_id, args.to, args.version)
-    _print_corpus(info, f"corpus {info['id']} version {info['number']} is {info['tier']} since {info['tier_since']}")
+        info = client.set_corpus_tier(args.corpus_id, args.to, args.version,
+                                      getattr(args, "accept_check_failures", None))
+    _print_corpus(info, f"corpus {info['id']} version {info['number']} is {info['tier']} since {info['tier_since']}"
+                        f"{_accepted_note(info)}")
     return 0
 
 
@@ -65,8 +86,10 @@ def cmd_corpus_list(args) -> int:
         return 0
     print(tabulate(
         [[info["id"], info["number"], info["version"][:12], info["tier"], info["tier_since"], info["entries"],
-          f"{info['source_lang']}-{info['target_lang']}", info["created_at"]] for info in corpora],
-        headers=["id", "number", "version", "tier", "tier since", "entries", "languages", "registered"],
+          f"{info['source_lang']}-{info['target_lang']}", info["created_at"], _check_cell(info),
+          info["history"][-1].get("accepted_reason") or ""] for info in corpora],
+        headers=["id", "number", "version", "tier", "tier since", "entries", "languages", "registered", "check",
+                 "check failures accepted"],
         disable_numparse=True,
     ))
     return 0

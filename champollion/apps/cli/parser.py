@@ -6,6 +6,7 @@ import argparse
 import importlib
 
 from champollion.apps.cli.common import TOKEN_VARIABLE
+from champollion.apps.cli.corpus_check import cmd_corpus_check
 from champollion.apps.cli.corpora import (
     cmd_corpus_list,
     cmd_corpus_promote,
@@ -20,6 +21,7 @@ from champollion.apps.launch import local_cluster
 from champollion.apps.meta_eval import METRIC_SEGMENTS
 from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.compare import METHODS as COMPARE_METHODS
+from champollion.core.corpus_rules import PURPOSES
 from champollion.core.roles import ROLES
 
 DEFAULT_PORT = 50051
@@ -220,7 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_options(upgrade, "the store to upgrade", no_store=False)
     upgrade.set_defaults(handler=_run_from("champollion.apps.cli.admin", "cmd_db_upgrade"))
 
-    corpus = commands.add_parser("corpus", help="registered corpora: register, list, retire, promote, sources")
+    corpus = commands.add_parser("corpus", help="registered corpora: register, list, retire, promote, sources; "
+                                                 "check (any corpus)")
     corpus_commands = corpus.add_subparsers(dest="corpus_command", required=True)
     register = corpus_commands.add_parser("register", help="register a corpus (a new version of it with "
                                                            "--new-version) with its secrecy tier")
@@ -229,6 +232,19 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "gold (fully private)")
     register.add_argument("--new-version", action="store_true",
                           help="record content that differs from the registered versions as the next version")
+    check = corpus_commands.add_parser("check", help="a corpus against the design rules: sizes, mixes, phenomena, "
+                                                     "reference quality, analyzer coverage, power, rotation")
+    check.add_argument("corpus", metavar="CORPUS", help="a corpus file, or the id of a registered corpus")
+    check.add_argument("--version", help="of a registered corpus: version hash, prefix or number (default: latest)")
+    check.add_argument("--purpose", choices=PURPOSES,
+                       help="the tier whose rules apply (default: holdout for a file, a registered version's tier)")
+    check.add_argument("--pilot", nargs="+", default=[], metavar="RUN_CARD",
+                       help="two or more run cards (files, or stored run ids for a registered corpus) of pilot "
+                            "systems on one corpus: simulate the power of the paired bootstrap at this size")
+    check.add_argument("--html", action="store_true", help="also write the report as an HTML page to -o/--out")
+    check.add_argument("-o", "--out", metavar="CHECK.html", help="with --html: the page's file")
+    check.add_argument("--strict", action="store_true", help="exit 1 when a required rule fails")
+    check.set_defaults(handler=cmd_corpus_check)
     listing = corpus_commands.add_parser("list", help="every registered corpus version and its tier")
     retire = corpus_commands.add_parser("retire", help="rotation: move a corpus version to dev (public)")
     promote = corpus_commands.add_parser("promote", help="rotation: move a corpus version to holdout or gold")
@@ -242,10 +258,14 @@ def build_parser() -> argparse.ArgumentParser:
         parser_.set_defaults(handler=handler)
     retire.add_argument("--to", required=True, help="dev")
     promote.add_argument("--to", required=True, help="holdout or gold")
+    for parser_ in (register, promote):
+        parser_.add_argument("--accept-check-failures", metavar="REASON",
+                             help="enter holdout or gold although the corpus check's gate fails (sizes, "
+                                  "provenance); the reason is kept in the tier history")
     register.set_defaults(handler=cmd_corpus_register)
     listing.set_defaults(handler=cmd_corpus_list)
-    for parser_ in (register, listing, retire, promote, sources):
-        _add_reading_options(parser_, json_flag=parser_ is listing)
+    for parser_ in (register, listing, retire, promote, sources, check):
+        _add_reading_options(parser_, json_flag=parser_ in (listing, check))
 
     token = commands.add_parser("token", help="API tokens for `serve --auth`")
     token_commands = token.add_subparsers(dest="token_command", required=True)

@@ -12,6 +12,7 @@ input files (README "Input formats") as plain Python data, or protos built
 already. A refused call raises a ClientError carrying the gRPC status."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -320,15 +321,19 @@ class Client:
 
     # Registered corpora
 
-    def register_corpus(self, corpus: CorpusLike, tier: str, new_version: bool = False) -> dict:
+    def register_corpus(self, corpus: CorpusLike, tier: str, new_version: bool = False,
+                        accept_check_failures: str | None = None) -> dict:
         """Registers `corpus` with its secrecy tier (dev, holdout, gold): its
-        CorpusInfo as a dict, `created` false when already registered."""
+        CorpusInfo as a dict, `created` false when already registered. Into
+        holdout or gold it must pass the corpus check's gate (RequestRefused
+        naming every failure) unless `accept_check_failures` gives a reason."""
         try:
             message = _corpus(corpus, None, None)
         except InputError as error:
             raise InvalidSettings(str(error)) from None
         return message_to_dict(self._call(lambda stub: stub.RegisterCorpus(
-            corpus_parts(message, tier, new_version), timeout=LONG_CALL_S)))
+            corpus_parts(message, tier, new_version, accept_check_failures=accept_check_failures or ""),
+            timeout=LONG_CALL_S)))
 
     def corpora(self) -> list[dict]:
         """Every registered corpus version, its tier and tier history."""
@@ -336,10 +341,24 @@ class Client:
         return [{key: value for key, value in message_to_dict(info).items() if key != "created"}
                 for info in listing.corpora]
 
-    def set_corpus_tier(self, corpus_id: str, tier: str, version: str | None = None) -> dict:
-        """Moves a corpus version (the latest unless `version`) to `tier`."""
-        request = gateway_pb2.SetCorpusTierRequest(corpus_id=corpus_id, version=version or "", tier=tier)
-        return message_to_dict(self._call(lambda stub: stub.SetCorpusTier(request, timeout=QUICK_CALL_S)))
+    def set_corpus_tier(self, corpus_id: str, tier: str, version: str | None = None,
+                        accept_check_failures: str | None = None) -> dict:
+        """Moves a corpus version (the latest unless `version`) to `tier`,
+        through the corpus check's gate as register_corpus."""
+        request = gateway_pb2.SetCorpusTierRequest(corpus_id=corpus_id, version=version or "", tier=tier,
+                                                   accept_check_failures=accept_check_failures or "")
+        return message_to_dict(self._call(lambda stub: stub.SetCorpusTier(request, timeout=LONG_CALL_S)))
+
+    def check_corpus(self, corpus_id: str, version: str | None = None, purpose: str | None = None,
+                     pilot_run_ids: Sequence[str] = (), pilot_cards: Sequence[run_card_pb2.RunCard] = ()
+                     ) -> tuple[dict, dict]:
+        """The corpus check of a registered version (maintainers only):
+        (its CorpusInfo, the report). `purpose` defaults to its tier;
+        pilot runs (stored ids, cards) give a simulated power estimate."""
+        request = gateway_pb2.CheckCorpusRequest(corpus_id=corpus_id, version=version or "", purpose=purpose or "",
+                                                 pilot_run_ids=list(pilot_run_ids), pilot_cards=list(pilot_cards))
+        answer = self._call(lambda stub: stub.CheckCorpus(request, timeout=LONG_CALL_S))
+        return message_to_dict(answer.corpus), json.loads(answer.report_json)
 
     def sources(self, corpus_id: str, version: str | None = None,
                 on_corpus: Callable[[dict], None] | None = None) -> Iterator[dict]:

@@ -78,9 +78,11 @@ def collect_run_card(updates, on_progress=None) -> dict:
     return card
 
 
-def corpus_parts(corpus: gateway_pb2.Corpus, tier: str, new_version: bool = False, entries_per_part: int = 2000):
+def corpus_parts(corpus: gateway_pb2.Corpus, tier: str, new_version: bool = False, entries_per_part: int = 2000,
+                 accept_check_failures: str = ""):
     """A corpus as RegisterCorpus parts: the header (id, languages, tier,
-    new_version) with the first slice of entries, then the other slices."""
+    new_version, accept_check_failures) with the first slice of entries,
+    then the other slices."""
     entries = corpus.entries
     for start in range(0, max(len(entries), 1), entries_per_part):
         part = gateway_pb2.RegisterCorpusRequest()
@@ -88,5 +90,6 @@ def corpus_parts(corpus: gateway_pb2.Corpus, tier: str, new_version: bool = Fals
             part.corpus.id, part.corpus.source_lang, part.corpus.target_lang = \
                 corpus.id, corpus.source_lang, corpus.target_lang
             part.tier, part.new_version = tier, new_version
+            part.accept_check_failures = accept_check_failures
         part.corpus.entries.extend(entries[start:start + entries_per_part])
         yield part
