@@ -93,8 +93,10 @@ def test_calls_without_a_valid_token_are_unauthenticated(channel, metadata, expe
 
 def corpus_part(corpus_id: str, tier: str) -> gateway_pb2.RegisterCorpusRequest:
     corpus = json.loads((EXAMPLE / "corpus.json").read_text(encoding="utf-8"))
+    # The example is below a holdout's minimum sizes: the corpus check's gate is accepted.
     part = gateway_pb2.RegisterCorpusRequest(tier=tier, corpus=gateway_pb2.Corpus(
-        id=corpus_id, source_lang=corpus["source_lang"], target_lang=corpus["target_lang"]))
+        id=corpus_id, source_lang=corpus["source_lang"], target_lang=corpus["target_lang"]),
+        accept_check_failures="test corpus")
     for entry in corpus["entries"]:
         part.corpus.entries.add(id=entry["id"], source=entry["source"], reference=entry["reference"])
     return part
@@ -103,7 +105,7 @@ def corpus_part(corpus_id: str, tier: str) -> gateway_pb2.RegisterCorpusRequest:
 def test_a_submitter_is_refused_the_maintainers_rpcs(channel):
     stub = gateway_pb2_grpc.GatewayStub(channel)
     maintainers = sorted(rpc for rpc, role in RPC_ROLES.items() if role == "maintainer")
-    assert maintainers == ["RegisterCorpus", "SetCorpusTier"]
+    assert maintainers == ["CheckCorpus", "RegisterCorpus", "SetCorpusTier"]
     error = refusal(lambda: stub.RegisterCorpus(iter([corpus_part("auth-dev", "dev")]),
                                                 metadata=bearer(Tokens.submitter), timeout=30))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -112,6 +114,9 @@ def test_a_submitter_is_refused_the_maintainers_rpcs(channel):
     error = refusal(lambda: stub.SetCorpusTier(gateway_pb2.SetCorpusTierRequest(corpus_id="auth-dev", tier="gold"),
                                                metadata=bearer(Tokens.submitter), timeout=30))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED and "SetCorpusTier" in error.details()
+    error = refusal(lambda: stub.CheckCorpus(gateway_pb2.CheckCorpusRequest(corpus_id="auth-dev"),
+                                             metadata=bearer(Tokens.submitter), timeout=30))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED and "CheckCorpus" in error.details()
 
 
 def test_gold_sources_are_for_maintainers_holdout_sources_for_submitters(channel):

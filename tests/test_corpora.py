@@ -241,7 +241,8 @@ def test_migration_0002_keeps_every_run_stored_under_0001(store_url):
 def registered_parts(corpus: dict, tier: str, new_version: bool = False, per_part: int = 10):
     proto = load_corpus(CORPUS_PATH)
     proto.id = corpus["id"]
-    return corpus_parts(proto, tier, new_version, per_part)
+    # The example is below a holdout's minimum sizes (tests/test_corpus_check.py tests the gate).
+    return corpus_parts(proto, tier, new_version, per_part, accept_check_failures="test corpus")
 
 
 def test_register_and_get_sources_over_grpc_never_send_a_reference(gateway):
@@ -312,7 +313,8 @@ def one_error_line(result, exit_code: int) -> str:
 def test_cli_registers_lists_serves_sources_and_retires(cli, tmp_path):
     store = ("--store", f"sqlite:///{tmp_path / 'corpora.sqlite'}")
     corpus = example_corpus()
-    registered = cli("corpus", "register", CORPUS_PATH, "--tier", "holdout", *store)
+    registered = cli("corpus", "register", CORPUS_PATH, "--tier", "holdout", "--accept-check-failures", "test corpus",
+                     *store)
     assert registered.exit_code == 0, registered.stderr
     fields = dict(line.split(None, 1) for line in registered.stdout.splitlines())
     assert fields["id"] == corpus["id"] and fields["number"] == "1" and fields["tier"].startswith("holdout")
@@ -342,7 +344,8 @@ def test_cli_registers_lists_serves_sources_and_retires(cli, tmp_path):
 def test_cli_bad_inputs_are_one_line_with_the_right_exit_code(cli, tmp_path):
     store = ("--store", f"sqlite:///{tmp_path / 'corpora.sqlite'}")
     corpus = example_corpus()
-    assert cli("corpus", "register", CORPUS_PATH, "--tier", "holdout", *store).exit_code == 0
+    assert cli("corpus", "register", CORPUS_PATH, "--tier", "holdout", "--accept-check-failures", "test corpus",
+               *store).exit_code == 0
     assert "no registered corpus 'nope'" in one_error_line(cli("corpus", "sources", "nope", *store), 2)
     assert "no registered corpus 'nope'" in one_error_line(cli("corpus", "retire", "nope", "--to", "dev", *store), 2)
     assert "version '7'" in one_error_line(cli("corpus", "sources", corpus["id"], "--version", "7", *store), 2)

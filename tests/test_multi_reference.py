@@ -162,7 +162,7 @@ def test_a_run_is_scored_against_every_reference(gateway, run_card_validator):
 def test_a_registered_holdout_corpus_keeps_its_extra_references_in_the_gateway(gateway, run_card_validator):
     corpus = make_request(ENTRIES, PREDICTIONS).corpus
     corpus.id = f"multi-ref-{uuid.uuid4().hex[:8]}"  # the session's store is shared
-    info = gateway.RegisterCorpus(corpus_parts(corpus, "holdout"), timeout=60)
+    info = gateway.RegisterCorpus(corpus_parts(corpus, "holdout", accept_check_failures="test corpus"), timeout=60)
     client_sent = evaluate(gateway, make_request(ENTRIES, PREDICTIONS))
     assert info.version == client_sent["dataset"]["version"]
 

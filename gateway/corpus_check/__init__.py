@@ -39,7 +39,7 @@ def _card(cards: CardRegistry, code: str, side: str):
 
 def check_corpus(corpus: dict, purpose: str, cards: CardRegistry, analyzers: AnalyzerRegistry | None = None,
                  pilots: list[tuple[str, ComparableRun]] | None = None, registered: dict | None = None,
-                 now: datetime | None = None, power_settings=POWER) -> dict:
+                 now: datetime | None = None, power_settings=None) -> dict:
     """`corpus`: {id, source_lang, target_lang, entries: [corpus file entries]};
     `analyzers`: where the target analyzer is loaded from (None: coverage
     not computed); `pilots`: (name, run card) of pilot systems for the power
@@ -64,7 +64,7 @@ def check_corpus(corpus: dict, purpose: str, cards: CardRegistry, analyzers: Ana
     results += found
     report["analyzer_coverage"] = (analyzer_coverage(entries, target, analyzers) if target
                                    else {"language": corpus["target_lang"], "analyzer": None, "note": target_problem})
-    report["power"], result = check_power(len(entries), purpose, pilots, power_settings)
+    report["power"], result = check_power(len(entries), purpose, pilots, power_settings or POWER)
     results.append(result)
     report["rotation"], result = check_rotation(registered["history"] if registered else None, now)
     results.append(result)

@@ -5,11 +5,11 @@ entries whose `phenomena` labels cover it.
 
 Labels are free text, so they are matched loosely: a label is lower-cased
 with runs of spaces, '-', '/', '.', ':' turned into '_'; it covers a
-phenomenon when it is one of its listed synonyms, or when every word of the
-label matches a word of the phenomenon (or one of the words its kind allows
-a label to add, like "loanword" for a contact influence) and at least one
-is the phenomenon's own (corpus_rules: STOP_WORDS, PREFIX_LETTERS,
-QUALIFIERS)."""
+phenomenon when every word of the label matches a word of the phenomenon,
+or of one of its listed synonyms (universal ones: UNIVERSAL_PHENOMENA), or
+is one of the words its kind allows a label to add (like "loanword" for a
+contact influence), and at least one word is not such an addition
+(corpus_rules: STOP_WORDS, PREFIX_LETTERS, QUALIFIERS)."""
 from __future__ import annotations
 
 import re
@@ -52,10 +52,12 @@ def _singulars(word: str) -> set[str]:
 
 
 def words_match(a: str, b: str) -> bool:
-    if _singulars(a) & _singulars(b):
-        return True
-    shorter, longer = sorted((a, b), key=len)
-    return len(shorter) >= PREFIX_LETTERS and longer.startswith(shorter)
+    for one in _singulars(a):
+        for other in _singulars(b):
+            shorter, longer = sorted((one, other), key=len)
+            if one == other or (len(shorter) >= PREFIX_LETTERS and longer.startswith(shorter)):
+                return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -69,13 +71,16 @@ class Phenomenon:
     synonyms: tuple[str, ...] = ()
 
     def covered_by(self, label: str) -> bool:
+        """`label` normalised (normalise_label)."""
         if label == self.id or label in self.synonyms:
             return True
         label_words = [word for word in label.split("_") if word and word not in STOP_WORDS]
         qualifiers = QUALIFIERS.get(self.kind, ())
-        own = [word for word in label_words if any(words_match(word, mine) for mine in self.words)]
-        extra = [word for word in label_words if word not in own]
-        return bool(own) and all(word in qualifiers for word in extra)
+        for words in (self.words, *(tuple(synonym.split("_")) for synonym in self.synonyms)):
+            own = [word for word in label_words if any(words_match(word, mine) for mine in words)]
+            if own and all(word in qualifiers for word in label_words if word not in own):
+                return True
+        return False
 
 
 def universal_phenomena() -> list[Phenomenon]:

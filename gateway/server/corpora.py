@@ -84,7 +84,8 @@ def source_entry(entry: dict) -> gateway_pb2.SourceEntry:
 def _later_part_header(part: gateway_pb2.RegisterCorpusRequest) -> list[str]:
     corpus = part.corpus
     found = (("corpus.id", corpus.id), ("corpus.source_lang", corpus.source_lang),
-             ("corpus.target_lang", corpus.target_lang), ("tier", part.tier), ("new_version", part.new_version))
+             ("corpus.target_lang", corpus.target_lang), ("tier", part.tier), ("new_version", part.new_version),
+             ("accept_check_failures", part.accept_check_failures))
     return [name for name, value in found if value]
 
 
@@ -107,7 +108,8 @@ async def _entries(first: gateway_pb2.RegisterCorpusRequest, later: AsyncIterato
     async for part in later:
         extra = _later_part_header(part)
         if extra:
-            raise InvalidRun(extra[0], "only the first part carries the corpus header, tier and new_version")
+            raise InvalidRun(extra[0], "only the first part carries the corpus header, tier, new_version and "
+                                       "accept_check_failures")
         take(part)
     if not entries:
         raise InvalidRun("corpus.entries", "a corpus needs at least one entry")

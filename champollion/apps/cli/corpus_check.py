@@ -129,9 +129,6 @@ def _corpus_dict(path: Path) -> dict:
             seen.add(entry.id)
     except InvalidRun as error:
         raise CliError(f"{path}: {error}", EXIT_INVALID_INPUT) from None
-    if not corpus.source_lang or not corpus.target_lang:
-        raise CliError(f"{path}: source_lang and target_lang are required (the language cards say what the pair "
-                       "must test)", EXIT_INVALID_INPUT)
     if not corpus.entries:
         raise CliError(f"{path}: entries: the corpus has none", EXIT_INVALID_INPUT)
     return {"id": corpus.id or path.stem, "source_lang": corpus.source_lang, "target_lang": corpus.target_lang,
