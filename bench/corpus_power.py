@@ -27,12 +27,12 @@ from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.wmt21 import read_lines  # noqa: E402
-from champollion.apps.client import Client  # noqa: E402
-from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
-from champollion.core import logs  # noqa: E402
-from champollion.core.corpus_rules import POWER, RULE_OF_THUMB  # noqa: E402
-from gateway.corpus_check.power import detectable_differences, pilot_from_card, pilot_runs  # noqa: E402
+from bench.wmt21 import read_lines
+from champollion.apps.client import Client
+from champollion.apps.launch.embedded import EmbeddedStack
+from champollion.core import logs
+from champollion.core.corpus_rules import POWER, RULE_OF_THUMB
+from gateway.corpus_check.power import detectable_differences, pilot_from_card, pilot_runs
 
 # A clear gap and a close pair on reference A (bench/paired_ar.py): Facebook-AI
 # 57.9 chrF++, WeChat-AI 57.9, happypoet 55.1.
@@ -82,8 +82,8 @@ def main() -> int:
     settings = replace(POWER, draws=args.draws)
     pilots = pilot_runs([pilot_from_card(name, card) for name, card in score(systems, Path(args.cards),
                                                                              args.reuse_cards)])
-    print(f"| pair (baseline vs system) | pilot chrF++ difference | entries | detectable chrF++ | "
-          f"detectable composite | rule of thumb (chrF++) | seconds |")
+    print("| pair (baseline vs system) | pilot chrF++ difference | entries | detectable chrF++ | "
+          "detectable composite | rule of thumb (chrF++) | seconds |")
     print("|---|---|---|---|---|---|---|")
     by_size: dict[int, list[float]] = {size: [] for size in sizes}
     for (name_a, run_a), (name_b, run_b) in combinations(pilots, 2):

@@ -358,7 +358,7 @@ def test_simulated_power_shrinks_with_size_and_meets_its_own_definition(pilot_ca
 
 
 def test_the_estimate_is_the_smallest_shift_detected_in_80_percent(pilot_cards, monkeypatch):
-    import gateway.corpus_check.power as power
+    from gateway.corpus_check import power
 
     recorded = {}
     original = power._smallest_shift
@@ -530,10 +530,10 @@ def test_a_run_on_a_registered_corpus_that_fails_the_check_says_so_once(gateway,
     card = evaluate(gateway, request)
     run_card_validator.validate(card)
     warned = [w for w in card["warnings"] if "corpus check" in w]
-    assert warned == [f"registered corpus {corpus.id!r} version 1 fails the corpus check for dev (8 required rules: "
-                      "size_minimum, domain_minimum, tier_minimum, universal_phenomena, pair_phenomena, "
-                      f"dual_references, community_review, provenance); see `champollion corpus check {corpus.id} "
-                      "--version 1`"]
+    assert warned == [(f"registered corpus {corpus.id!r} version 1 fails the corpus check for dev (8 required rules: "
+                       "size_minimum, domain_minimum, tier_minimum, universal_phenomena, pair_phenomena, "
+                       f"dual_references, community_review, provenance); see `champollion corpus check {corpus.id} "
+                       "--version 1`")]
 
 
 def test_the_store_keeps_the_summary_and_what_was_accepted(store_url):
@@ -562,3 +562,28 @@ def test_the_store_keeps_the_summary_and_what_was_accepted(store_url):
         assert moved["check"] == dev and moved["history"][-1] == {"tier": "dev", "since": moved["tier_since"]}
     finally:
         store.close()
+
+
+def test_check_corpus_takes_stored_runs_and_cards_sent_as_pilots(gateway, pilot_cards, monkeypatch):
+    import grpc
+
+    import gateway.corpus_check as check
+    from champollion.apps.client.upload import corpus_parts
+    from champollion.apps.inputs import load_corpus
+    from champollion.core.run_card import run_card_to_proto
+    from champollion.eval.v1 import gateway_pb2
+
+    monkeypatch.setattr(check, "POWER", replace(POWER, draws=20))
+    corpus = load_corpus(EXAMPLE / "corpus.json")
+    corpus.id = f"piloted-{np.random.default_rng().integers(1 << 30)}"
+    gateway.RegisterCorpus(corpus_parts(corpus, "dev"), timeout=60)
+    request = gateway_pb2.CheckCorpusRequest(corpus_id=corpus.id, pilot_run_ids=[pilot_cards[0]["run_id"]],
+                                             pilot_cards=[run_card_to_proto(pilot_cards[1])])
+    report = json.loads(gateway.CheckCorpus(request, timeout=300).report_json)
+    assert report["purpose"] == "dev" and report["power"]["method"].startswith("simulated from 2 pilot run cards")
+    assert [(pair["baseline"], pair["system"]) for pair in report["power"]["pairs"]] == \
+        [(pilot_cards[0]["run_id"], "pilot_cards[0]")]
+    alone = gateway_pb2.CheckCorpusRequest(corpus_id=corpus.id, pilot_run_ids=[pilot_cards[0]["run_id"]])
+    with pytest.raises(grpc.RpcError) as refused:
+        gateway.CheckCorpus(alone, timeout=60)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "at least two" in refused.value.details()

@@ -112,7 +112,7 @@ def detectable_differences(baseline: ComparableRun, system: ComparableRun, size:
     shared = {m for m in baseline.stats if m in stats_b and m in METRICS}
     metrics = [m for m in wanted if m in shared or (m == COMPOSITE and weighted and weighted <= shared)]
     # Only what the estimated values need: each reducer runs once per resample.
-    needed = sorted(({m for m in metrics if m != COMPOSITE} | (weighted if COMPOSITE in metrics else set())))
+    needed = sorted({m for m in metrics if m != COMPOSITE} | (weighted if COMPOSITE in metrics else set()))
     stats_a = {m: baseline.stats[m] for m in needed}
     stats_b = {m: stats_b[m] for m in needed}
     if not metrics:

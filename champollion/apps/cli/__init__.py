@@ -1,9 +1,10 @@
 """The `champollion` command: evaluate, serve, compare, describe, the stored
-runs (runs, show, leaderboard, report, db upgrade), registered corpora and
-tokens. Every command that talks to a gateway does so through
+runs (runs, show, leaderboard, report, db upgrade), registered corpora, the
+corpus check and tokens. Every command that talks to a gateway does so through
 champollion.apps.client.Client. Modules: common (errors, the Client a command
 uses, stores), scoring (evaluate, compare, describe), stored (runs, show,
-leaderboard, report, meta-eval), corpora, admin (token, db), serve, parser;
+leaderboard, report, meta-eval), corpora, corpus_check, admin (token, db),
+serve, parser;
 the entry point is here. The modules of the server side (the embedded stack,
 the store, the families) are imported only by a command that runs them."""
 from __future__ import annotations
