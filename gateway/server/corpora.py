@@ -89,28 +89,32 @@ def _later_part_header(part: gateway_pb2.RegisterCorpusRequest) -> list[str]:
     return [name for name, value in found if value]
 
 
+def checked_entries(entries, seen: set[str], start: int = 0) -> list[dict]:
+    """CorpusEntry messages as the store keeps them, each checked as an
+    evaluated run's are and its id unique among those `seen` (counted from
+    `start`); raises InvalidRun naming the field and entry id."""
+    found = []
+    for index, entry in enumerate(entries, start=start):
+        check_entry(entry, index)
+        if entry.id in seen:
+            raise InvalidRun(f"corpus.entries[{index}].id", "duplicate id", entry.id)
+        seen.add(entry.id)
+        found.append(entry_dict(entry))
+    return found
+
+
 async def _entries(first: gateway_pb2.RegisterCorpusRequest, later: AsyncIterator) -> list[dict]:
     """Every part's entries, each checked as an evaluated run's are; raises
     InvalidRun naming the field and entry id."""
     entries: list[dict] = []
     seen: set[str] = set()
-
-    def take(part: gateway_pb2.RegisterCorpusRequest) -> None:
-        for entry in part.corpus.entries:
-            index = len(entries)
-            check_entry(entry, index)
-            if entry.id in seen:
-                raise InvalidRun(f"corpus.entries[{index}].id", "duplicate id", entry.id)
-            seen.add(entry.id)
-            entries.append(entry_dict(entry))
-
-    take(first)
+    entries += checked_entries(first.corpus.entries, seen)
     async for part in later:
         extra = _later_part_header(part)
         if extra:
             raise InvalidRun(extra[0], "only the first part carries the corpus header, tier, new_version and "
                                        "accept_check_failures")
-        take(part)
+        entries += checked_entries(part.corpus.entries, seen, len(entries))
     if not entries:
         raise InvalidRun("corpus.entries", "a corpus needs at least one entry")
     return entries

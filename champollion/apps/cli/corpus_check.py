@@ -110,30 +110,23 @@ def _print_power(power: dict) -> None:
 
 
 def _corpus_dict(path: Path) -> dict:
-    """The corpus file as the gateway keeps a registered one, each entry
-    checked as RegisterCorpus checks it."""
-    from google.protobuf import json_format
-
-    from gateway.server.validation import InvalidRun, check_entry
+    """The corpus file as the gateway keeps a registered one, its entries
+    checked as RegisterCorpus checks them."""
+    from gateway.server.corpora import checked_entries
+    from gateway.server.validation import InvalidRun
 
     try:
         corpus = load_corpus(path)
     except InputError as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
-    seen = set()
     try:
-        for index, entry in enumerate(corpus.entries):
-            check_entry(entry, index)
-            if entry.id in seen:
-                raise InvalidRun(f"corpus.entries[{index}].id", "duplicate id", entry.id)
-            seen.add(entry.id)
+        entries = checked_entries(corpus.entries, set())
     except InvalidRun as error:
         raise CliError(f"{path}: {error}", EXIT_INVALID_INPUT) from None
-    if not corpus.entries:
+    if not entries:
         raise CliError(f"{path}: entries: the corpus has none", EXIT_INVALID_INPUT)
     return {"id": corpus.id or path.stem, "source_lang": corpus.source_lang, "target_lang": corpus.target_lang,
-            "entries": [json_format.MessageToDict(entry, preserving_proto_field_name=True)
-                        for entry in corpus.entries]}
+            "entries": entries}
 
 
 def _read_card(path: str, read):
