@@ -18,10 +18,9 @@ import numpy as np
 
 from gateway.card.composite import weighted_composite
 from gateway.card.corpus import NO_LABELS, corpus_value, values_from_sums
+from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.metrics import CI_METRICS
 
-DEFAULT_SEED = 12345
-DEFAULT_RESAMPLES = 1000
 ALPHA = 0.05
 # Memory for one chunk of resamples (drawn indices, then counts): bounded
 # whatever the corpus size, at most 50 resamples at a time.

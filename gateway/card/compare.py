@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from champollion.core.sampling import BOOTSTRAP, METHODS, RANDOMIZATION
 from champollion.eval.v1 import run_card_pb2
 from gateway.card.bootstrap import (
     ALPHA,
@@ -22,8 +23,6 @@ from gateway.card.corpus import corpus_value, values_from_sums
 from gateway.card.metrics import COMPARED_METRICS, METRICS
 from gateway.card.randomization import DEFAULT_TRIALS, randomization_p_value, shuffled_sums
 
-BOOTSTRAP, RANDOMIZATION = "bs", "ar"
-METHODS = (BOOTSTRAP, RANDOMIZATION)
 # Resamples (bs) or trials (ar) when none are asked for: sacreBLEU's defaults.
 DEFAULT_SAMPLES = {BOOTSTRAP: DEFAULT_RESAMPLES, RANDOMIZATION: DEFAULT_TRIALS}
 # What the comparison says about `difference_ci` under each method.

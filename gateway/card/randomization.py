@@ -16,7 +16,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-DEFAULT_TRIALS = 10_000
+from champollion.core.sampling import DEFAULT_TRIALS
+
 # Memory for one chunk of masks (bools, then floats): bounded whatever the
 # corpus size.
 CHUNK_BYTES = 32 * 2**20
