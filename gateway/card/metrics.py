@@ -9,10 +9,11 @@ metrics, the proto `Scores` message and the run-card schema.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from gateway.card.reducers import Reducer, majority_share, micro_average, sacrebleu_score
 
@@ -49,6 +50,11 @@ class ScoreKey:
     # Listed by the shared run-card schema; False for this project's
     # additions the schema predates (SPEC §2.5: compliance, number fidelity).
     in_shared_schema: bool = True
+    # LABEL: the metric whose run it describes (comet_model: comet_score).
+    label_of: str | None = None
+    # Short names a request may use for it (EvaluateOptions.metrics, the
+    # CLI's --metrics), besides the key; matched case-insensitively.
+    aliases: tuple[str, ...] = ()
 
 
 def _weights(**by_profile: float) -> Mapping[str, float]:
@@ -63,8 +69,8 @@ def count(key: str, family: str, of: str) -> ScoreKey:
     return ScoreKey(key, family, Kind.COUNT, count_of=of)
 
 
-def label(key: str, family: str) -> ScoreKey:
-    return ScoreKey(key, family, Kind.LABEL)
+def label(key: str, family: str, of: str) -> ScoreKey:
+    return ScoreKey(key, family, Kind.LABEL, label_of=of)
 
 
 # In the order of the run card's `scores` block (SPEC §2). The reducer is a
@@ -72,33 +78,37 @@ def label(key: str, family: str) -> ScoreKey:
 TABLE: tuple[ScoreKey, ...] = (
     # §2.1 surface
     metric("exact_match_rate", "surface", weights=_weights(A=0.05, B=0.10),
-           interval=True, tier_interval=True, compared=True),
+           interval=True, tier_interval=True, compared=True, aliases=("exact", "em")),
     count("exact_matches", "surface", of="exact_match_rate"),
     metric("equivalent_match_rate", "surface", weights=_weights(A=0.10, B=0.15),
-           compared=True, plugin_family="structural"),
+           compared=True, plugin_family="structural", aliases=("equivalent",)),
     count("equivalent_matches", "surface", of="equivalent_match_rate"),
     metric("chrf_plus_plus", "surface", sacrebleu_score("chrf_plus_plus"), weights=_weights(A=0.15, B=0.25),
-           scale=100.0, interval=True, tier_interval=True, compared=True),
+           scale=100.0, interval=True, tier_interval=True, compared=True, aliases=("chrf", "chrf++", "chrf2++")),
     metric("bleu", "surface", sacrebleu_score("bleu"), scale=100.0, interval=True, compared=True),
     # sacreBLEU's TER is a percentage of reference words (above 100 when the
     # edits outnumber them): its scale is that of chrF++ and BLEU.
     metric("ter", "surface", sacrebleu_score("ter"), scale=100.0, lower_is_better=True, compared=True),
-    metric("length_ratio", "surface"),
+    metric("length_ratio", "surface", aliases=("length",)),
     # §2.2 structural
-    metric("fst_acceptance_rate", "structural", weights=_weights(A=0.25), interval=True, compared=True),
+    metric("fst_acceptance_rate", "structural", weights=_weights(A=0.25), interval=True, compared=True,
+           aliases=("fst",)),
     count("fst_accepted", "structural", of="fst_acceptance_rate"),
-    metric("morphological_accuracy", "structural", weights=_weights(A=0.15)),
-    metric("orthographic_accuracy", "structural", weights=_weights(B=0.05)),
+    metric("morphological_accuracy", "structural", weights=_weights(A=0.15), aliases=("morphology",)),
+    metric("orthographic_accuracy", "structural", weights=_weights(B=0.05), aliases=("orthography",)),
     # §2.3 semantic
     metric("semantic_score", "semantic", weights=_weights(A=0.15, B=0.25), plugin_family="structural"),
-    metric("comet_score", "semantic", interval=True, compared=True),
-    label("comet_model", "semantic"),
+    metric("comet_score", "semantic", interval=True, compared=True, aliases=("comet",)),
+    label("comet_model", "semantic", of="comet_score"),
     # §2.4 behavioral
-    metric("code_switching_rate", "behavioral", weights=_weights(A=0.05, B=0.10), lower_is_better=True),
-    metric("hallucination_rate", "behavioral", weights=_weights(A=0.05, B=0.05), lower_is_better=True),
-    metric("terminology_adherence", "behavioral", weights=_weights(A=0.05, B=0.05)),
-    metric("consistency_score", "behavioral", majority_share),
-    metric("number_mismatch_rate", "behavioral", lower_is_better=True, in_shared_schema=False),
+    metric("code_switching_rate", "behavioral", weights=_weights(A=0.05, B=0.10), lower_is_better=True,
+           aliases=("code_switching",)),
+    metric("hallucination_rate", "behavioral", weights=_weights(A=0.05, B=0.05), lower_is_better=True,
+           aliases=("hallucination",)),
+    metric("terminology_adherence", "behavioral", weights=_weights(A=0.05, B=0.05), aliases=("terminology",)),
+    metric("consistency_score", "behavioral", majority_share, aliases=("consistency",)),
+    metric("number_mismatch_rate", "behavioral", lower_is_better=True, in_shared_schema=False,
+           aliases=("number_mismatch",)),
     # §2.5 compliance (quality gates, not in the composite)
     metric("compliance_index", "compliance", in_shared_schema=False),
     metric("compliance_index_raw", "compliance", in_shared_schema=False),
@@ -135,3 +145,62 @@ def may_provide(family: str, metric_id: str) -> bool:
     and those its language plugins override."""
     row = METRICS.get(metric_id)
     return row is not None and family in (row.family, row.plugin_family)
+
+
+# --- choosing what a run computes (EvaluateOptions.metrics, families) ---------
+
+class UnknownSelection(ValueError):
+    """A requested metric or family name that is not in the table; the
+    message lists the valid ones, `option` says which list it was in
+    ("metrics" or "families")."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
+# Every name a request may give a metric: its key and its aliases, lower-cased.
+METRIC_NAMES: Mapping[str, str] = MappingProxyType({
+    name.lower(): row.key for row in TABLE if row.kind is Kind.STATISTIC for name in (row.key, *row.aliases)
+})
+
+
+def _listed(row: ScoreKey) -> str:
+    return row.key + (f" ({', '.join(row.aliases)})" if row.aliases else "")
+
+
+def select(metrics: Iterable[str] = (), families: Iterable[str] = ()) -> frozenset[str] | None:
+    """The score keys a run computes: the `metrics` named (keys or aliases)
+    and every metric of the `families` named, with the counts and labels
+    that go with them; None (everything) when both are empty.
+    UnknownSelection names a name that is neither, with the valid ones."""
+    metrics, families = [name.strip() for name in metrics], [name.strip() for name in families]
+    if not metrics and not families:
+        return None
+    chosen = set()
+    for name in metrics:
+        key = METRIC_NAMES.get(name.lower())
+        if key is None:
+            close = difflib.get_close_matches(name.lower(), METRIC_NAMES, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            valid = "; ".join(_listed(row) for row in METRICS.values())
+            raise UnknownSelection("metrics", f"unknown metric {name!r}{hint}; metrics: {valid}")
+        chosen.add(key)
+    for name in families:
+        if name.lower() not in FAMILIES:
+            raise UnknownSelection("families", f"unknown family {name!r}; families: {', '.join(FAMILIES)}")
+        chosen.update(key for key, row in METRICS.items() if row.family == name.lower())
+    chosen.update(row.key for row in TABLE if row.count_of in chosen or row.label_of in chosen)
+    return frozenset(chosen)
+
+
+def families_for(selection: frozenset[str] | None, plugins: bool = True) -> tuple[str, ...]:
+    """The families a run with `selection` calls: those of its metrics, and
+    (unless `plugins` are off) the family whose language plugin overrides
+    one of them."""
+    if selection is None:
+        return FAMILIES
+    wanted = {SCORE_KEYS[key].family for key in selection}
+    if plugins:
+        wanted.update(SCORE_KEYS[key].plugin_family for key in selection if SCORE_KEYS[key].plugin_family)
+    return tuple(family for family in FAMILIES if family in wanted)

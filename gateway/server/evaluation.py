@@ -25,7 +25,7 @@ from gateway.card.corpus import corpus_values, family_scores
 from gateway.card.costs import compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
 from gateway.card.identity import run_fingerprint
 from gateway.card.languages import SIGNATURE_KEY, language_card_notes
-from gateway.card.metrics import FAMILIES, FAMILY_SCORE_KEYS, WEIGHTS
+from gateway.card.metrics import FAMILIES, FAMILY_SCORE_KEYS, SCORE_KEYS, WEIGHTS, families_for
 from gateway.server.config import GatewayConfig
 from gateway.server.fanout import FamilyClient, FanOut
 from gateway.server.intake import RunIntake
@@ -50,9 +50,11 @@ class ScoredRun:
 
 
 def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
-                     unrouted: dict[str, str], slow: set[str]) -> list[str]:
+                     unrouted: dict[str, str], slow: set[str], called: tuple[str, ...] = FAMILIES) -> list[str]:
+    """Why a family the run called has no scores (or was slow); a family
+    not called (its metrics not requested) is _not_requested_warnings'."""
     warnings = []
-    for family in FAMILIES:
+    for family in called:
         keys = ", ".join(FAMILY_SCORE_KEYS[family])
         if family in unrouted:
             warnings.append(f"family {family!r}: {unrouted[family]}: {keys} are null")
@@ -66,13 +68,34 @@ def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
     return warnings
 
 
-def _coverage_warning(composite: Composite) -> str | None:
+def _not_requested_warnings(requested: frozenset[str] | None) -> list[str]:
+    """Per family, the scores a run did not ask for (EvaluateOptions.metrics,
+    families), which are null."""
+    if requested is None:
+        return []
+    warnings = []
+    for family in FAMILIES:
+        keys = [key for key in FAMILY_SCORE_KEYS[family] if key not in requested]
+        if keys:
+            warnings.append(f"{family}: not requested: {', '.join(keys)} {'is' if len(keys) == 1 else 'are'} null")
+    return warnings
+
+
+def _not_requested(composite: Composite, requested: frozenset[str] | None) -> list[str]:
+    """The composite's missing metrics that the run did not ask for."""
+    return [] if requested is None else [metric for metric in composite.missing if metric not in requested]
+
+
+def _coverage_warning(composite: Composite, not_requested: list[str]) -> str | None:
     if not composite.missing:
         return None
     profile_size = len(WEIGHTS[composite.profile])
+    absent = [metric for metric in composite.missing if metric not in not_requested]
+    why = "; ".join(part for part in (f"missing: {', '.join(absent)}" if absent else "",
+                                      f"not requested: {', '.join(not_requested)}" if not_requested else "") if part)
     return (
         f"composite (profile {composite.profile}) re-normalised over {len(composite.weights)} of "
-        f"{profile_size} metrics; missing: {', '.join(composite.missing)}. Do not rank it against "
+        f"{profile_size} metrics; {why}. Do not rank it against "
         "runs with a different composite_coverage"
     )
 
@@ -99,6 +122,11 @@ async def evaluate(
     run_id = uuid.uuid4().hex
     header = intake.header
     batch_size = header.options.batch_size or config.batch_size
+    # A run that asked for some metrics only calls the families they need.
+    requested = intake.run.requested
+    called = families_for(requested, plugins=not header.options.disable_plugins)
+    clients = {family: client for family, client in clients.items() if family in called}
+    unrouted = {family: reason for family, reason in unrouted.items() if family in called}
     upload_complete = False
 
     def progress(done: int, total: int, slow: list[str]) -> None:
@@ -122,13 +150,16 @@ async def evaluate(
     seed = header.options.seed if header.options.HasField("seed") else DEFAULT_SEED
     resamples = header.options.bootstrap_resamples or DEFAULT_RESAMPLES
     language_warnings, language_signature = language_card_notes(intake.run.source, intake.run.target)
-    warnings = language_warnings + _family_warnings(clients, fan_out.failures, unrouted, fan_out.slow)
+    warnings = language_warnings + _family_warnings(clients, fan_out.failures, unrouted, fan_out.slow, called)
+    warnings += _not_requested_warnings(requested)
     # Everything below is CPU-bound: off the event loop, which in the
     # embedded stack also serves the families.
     merged = await asyncio.to_thread(merge_statistics, spill, answered, intake.tally.total)
     if language_signature is not None:
         merged.signatures[SIGNATURE_KEY] = language_signature
     warnings += merged.warnings
+    if requested is not None:
+        merged.keep_only(requested)
     drop_equivalence = merged.sources.get("equivalent_match_rate") == "surface" and not intake.tally.any_variants
     if drop_equivalence:
         # SPEC §2.1 decision: without a plugin and without variants in the
@@ -138,7 +169,7 @@ async def evaluate(
     card, composite = await asyncio.to_thread(_assemble_card, intake, spill, merged, warnings, seed, resamples)
     card["run_id"] = run_id
     return ScoredRun(card=card, entry_results=lambda: _entry_results(
-        spill, merged, answered, composite, batch_size, drop_equivalence))
+        spill, merged, answered, composite, batch_size, drop_equivalence, requested))
 
 
 def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics, warnings: list[str],
@@ -150,7 +181,8 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
     values = corpus_values(merged.stats, labels=merged.labels)
     profile = intake.run.target.card.profile
     composite = compute_composite(values, profile)
-    coverage_warning = _coverage_warning(composite)
+    not_requested = _not_requested(composite, intake.run.requested)
+    coverage_warning = _coverage_warning(composite, not_requested)
     if coverage_warning:
         warnings.append(coverage_warning)
     difficulty_counts = Counter(tier for tier in tally.difficulties if tier is not None)
@@ -201,10 +233,13 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
             "profile": composite.profile,
             "weights": composite.weights,
             "missing": list(composite.missing),
+            "not_requested": not_requested,
         },
         "quality_tier_basis": QUALITY_TIER_BASIS,
         "bootstrap": {"method": "percentile", "resamples": resamples, "alpha": ALPHA, "seed": seed},
         "warnings": warnings,
+        "requested": [] if intake.run.requested is None else [key for key in SCORE_KEYS
+                                                                if key in intake.run.requested],
         # submissions_with_fingerprint is added when the run is stored.
         "integrity": intake.contamination.integrity(),
         "entries": [],
@@ -213,10 +248,11 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
 
 
 def _entry_results(spill: RunSpill, merged: MergedStatistics, answered: list[str], composite: Composite,
-                   batch_size: int, drop_equivalence: bool) -> Iterator[list[run_card_pb2.EntryResult]]:
-    """Each batch's entry results: the families' merged values, the entry's
-    own composite (same weights as the run's), its statistics, difficulty and
-    error."""
+                   batch_size: int, drop_equivalence: bool, requested: frozenset[str] | None = None,
+                   ) -> Iterator[list[run_card_pb2.EntryResult]]:
+    """Each batch's entry results: the families' merged values (of the
+    metrics requested), the entry's own composite (same weights as the
+    run's), its statistics, difficulty and error."""
     entries = spill.entries()
     row = 0
     for batch in count():
@@ -227,6 +263,10 @@ def _entry_results(spill: RunSpill, merged: MergedStatistics, answered: list[str
         if drop_equivalence:
             for entry_values in values:
                 entry_values.pop("equivalent_match_rate", None)
+        if requested is not None:
+            for entry_values in values:
+                for key in [key for key in entry_values if key in SCORE_KEYS and key not in requested]:
+                    del entry_values[key]
         for entry_values, entry_composite in zip(values, entry_composites(values, composite)):
             entry_values["composite"] = entry_composite
         results = []

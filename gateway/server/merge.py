@@ -26,6 +26,13 @@ class MergedStatistics:
     labels: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
+    def keep_only(self, keys: frozenset[str]) -> None:
+        """Leaves out the metrics (statistics, signatures, labels) not in
+        `keys`: a run that asked for some metrics only."""
+        for found in (self.stats, self.signatures, self.sources, self.labels):
+            for key in [key for key in found if key not in keys]:
+                del found[key]
+
 
 def _takes_precedence(metric_id: str, family: str, current: str | None) -> bool:
     """A language's eval-standard plugin overrides the universal value (DESIGN.md,

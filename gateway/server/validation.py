@@ -16,6 +16,7 @@ from champollion.eval.v1 import gateway_pb2
 from gateway.card.costs import parse_timestamp
 from champollion.core.limits import (DEFAULT_MAX_TEXT_CHARS, MAX_ID_CHARS, MAX_LANGUAGE_CHARS, MAX_RESAMPLES,
                                      InvalidField, check_reference_count, check_text, shown)
+from gateway.card.metrics import UnknownSelection, select
 from champollion.core.usage import TOKEN_FIELDS, UsageReading, UsageValueError, read_usage
 
 
@@ -30,6 +31,9 @@ class ValidatedRun:
     # Each side's card and canonical tag (champollion.core.cards.Language).
     source: Language
     target: Language
+    # The score keys the run asked for (options.metrics, options.families);
+    # None: every one.
+    requested: frozenset[str] | None = None
 
 
 def _finite_non_negative(value: float, field: str, entry_id: str | None = None) -> None:
@@ -194,9 +198,13 @@ def check_header(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) -> V
     if request.options.HasField("seed") and request.options.seed < 0:
         # numpy's generators take no negative seed.
         raise InvalidRun("options.seed", f"must not be negative, got {request.options.seed}")
+    try:
+        requested = select(request.options.metrics, request.options.families)
+    except UnknownSelection as error:
+        raise InvalidRun(f"options.{error.option}", str(error)) from None
     for index, term in enumerate(request.glossary):
         _check_term(term, f"glossary[{index}]")
-    return ValidatedRun(source=source, target=target)
+    return ValidatedRun(source=source, target=target, requested=requested)
 
 
 def header_fields_in(part: gateway_pb2.EvaluateRequest) -> list[str]:

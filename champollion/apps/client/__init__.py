@@ -197,16 +197,22 @@ class Client:
         comet_model: str | None = None,
         source_lang: str | None = None,
         target_lang: str | None = None,
+        metrics: Sequence[str] = (),
+        families: Sequence[str] = (),
     ) -> dict:
         """The run card (a dict, entries included) of `predictions` against
         `corpus`: a corpus object {id, source_lang, target_lang, entries}, a
         list of entries (give source_lang and target_lang), a Corpus proto,
         or a CorpusRef naming a corpus registered in the gateway's store.
         `predictions`: objects as the JSON Lines file's lines, or Prediction
-        protos. `progress` is called with a Progress as the run is scored."""
+        protos. `progress` is called with a Progress as the run is scored.
+        `metrics` (run-card keys or short names: "bleu", "chrf", "ter",
+        "comet"...) and `families` ("surface"...) choose what is computed
+        (default: everything); the rest is null, "not requested"."""
         request = self.evaluate_request(corpus, predictions, meta, glossary, batch_size=batch_size, seed=seed,
                                         resamples=resamples, disable_plugins=disable_plugins,
-                                        comet_model=comet_model, source_lang=source_lang, target_lang=target_lang)
+                                        comet_model=comet_model, source_lang=source_lang, target_lang=target_lang,
+                                        metrics=metrics, families=families)
         return self.send_evaluation(request, progress)
 
     @staticmethod
@@ -214,6 +220,7 @@ class Client:
                          glossary: GlossaryLike | None = None, *, batch_size: int = 0, seed: int | None = None,
                          resamples: int = 0, disable_plugins: bool = False, comet_model: str | None = None,
                          source_lang: str | None = None, target_lang: str | None = None,
+                         metrics: Sequence[str] = (), families: Sequence[str] = (),
                          ) -> gateway_pb2.EvaluateRequest:
         """The EvaluateRequest `evaluate` sends; InvalidSettings for data of
         the wrong shape (naming the field and entry)."""
@@ -228,6 +235,8 @@ class Client:
         except InputError as error:
             raise InvalidSettings(str(error)) from None
         request.options.disable_plugins = disable_plugins
+        request.options.metrics.extend(metrics)
+        request.options.families.extend(families)
         if comet_model:
             request.meta.comet_model = comet_model
         return request

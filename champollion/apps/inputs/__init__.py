@@ -384,7 +384,8 @@ _META_PATH = re.compile(r"^meta\.")
 _GLOSSARY_PATH = re.compile(r"^glossary\[")
 # The run's options as the command line names them.
 OPTION_FLAGS = {"options.seed": "--seed", "options.bootstrap_resamples": "--resamples",
-                "options.batch_size": "--batch-size"}
+                "options.batch_size": "--batch-size", "options.metrics": "--metrics",
+                "options.families": "--families"}
 
 
 def language_flags(source_lang: str | None, target_lang: str | None) -> dict[str, str]:
