@@ -133,13 +133,13 @@ def test_versions_are_found_by_hash_prefix_and_number(store):
     second = store.register_corpus(newer, "dev", new_version=True)
     corpus_id = corpus["id"]
     assert store.corpus_info(corpus_id)["version"] == second["version"]  # the latest by default
-    for name in ("1", first["version"], first["version"][:8], first["version"][:20].upper()):
+    for name in ("1", first["version"], first["version"][:8], first["version"][:6], first["version"][:20].upper()):
         assert store.corpus_info(corpus_id, name)["version"] == first["version"], name
     assert store.corpus_info(corpus_id, "2")["tier"] == "dev"
     for unknown_id, version in ((corpus_id, "3"), (corpus_id, "deadbeef"), ("no-such-corpus", None)):
         with pytest.raises(UnknownCorpus, match=repr(unknown_id)):
             store.corpus_info(unknown_id, version)
-    with pytest.raises(InvalidQuery, match="at least 8"):
+    with pytest.raises(InvalidQuery, match="at least 6"):
         store.corpus_info(corpus_id, "e5ae")
     # The whole entries come back in registration order, batch by batch.
     batches = list(store.corpus_entries(corpus_id, "1", batch=7))

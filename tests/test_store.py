@@ -12,6 +12,8 @@ import sqlalchemy as sa
 
 from gateway.store import SORT_COLUMNS, InvalidQuery, RunStore, StoreError, UnknownRun, default_store_url
 from gateway.store import rows, tables
+from gateway.store.errors import NothingStored
+from gateway.store.prefixes import AmbiguousPrefix
 from gateway.store import store as store_module
 from champollion.core.columns import SPEC_COLUMNS
 from gateway.store.location import open_engine, parse_store_url
@@ -210,8 +212,50 @@ def test_leaderboard_ranks_the_latest_corpus_version_by_default(store):
     board = store.leaderboard(DATASET)
     assert board["corpus_version"] == "v2" and ranked(board) == [new["run_id"]]
     assert ranked(store.leaderboard(DATASET, version="v1"))[0] == old["run_id"]
-    assert store.leaderboard("no-such-dataset") == {"dataset_id": "no-such-dataset", "corpus_version": None,
-                                                    "sort": "composite_score", "descending": True, "rows": []}
+    with pytest.raises(NothingStored, match=f"no stored run is on dataset 'no-such-dataset'; datasets: {DATASET}"):
+        store.leaderboard("no-such-dataset")
+
+
+def test_run_ids_and_corpus_versions_by_a_unique_prefix_of_six_or_more(store):
+    """As git takes commits: a unique prefix of 6+ characters names a run or
+    a corpus version; a shared one is refused listing what it starts; an
+    unknown version lists the dataset's versions."""
+    first, second, other = (make_card(model=model, version="e5aeef2f4a37" + "0" * 52) for model in "abc")
+    first["run_id"], second["run_id"] = "abcdef01" + "1" * 24, "abcdef02" + "2" * 24
+    other["dataset"]["version"] = "dbf6c298f6df" + "1" * 52
+    for card in (first, second, other):
+        save(store, card, make_entries(2))
+    for read in (store.get_run, store.comparable_stats):
+        found = read("abcdef01")
+        assert (found[0] if isinstance(found, tuple) else found)["run_id"] == first["run_id"]
+    assert store.get_run("ABCDEF02")["run_id"] == second["run_id"]  # hex in either case
+    assert [len(batch) for batch in store.iter_entries("abcdef02")] == [2]
+    with pytest.raises(AmbiguousPrefix, match="run id 'abcdef0' is ambiguous: it starts abcdef01.*, abcdef02"):
+        store.get_run("abcdef0")
+    with pytest.raises(UnknownRun, match="at least its first 6 characters"):
+        store.get_run("abcde")  # a prefix too short to name a run
+    with pytest.raises(UnknownRun, match="no stored run with id 'abcdef03'"):
+        store.get_run("abcdef03")
+    board = store.leaderboard(DATASET, version="e5aeef")
+    assert board["corpus_version"] == first["dataset"]["version"] and len(board["rows"]) == 2
+    assert store.leaderboard(DATASET, version="DBF6C298F6DF")["corpus_version"] == other["dataset"]["version"]
+    with pytest.raises(NothingStored, match="version '00000000'; its versions: (dbf6c298f6df, e5aeef2f4a37|"
+                                            "e5aeef2f4a37, dbf6c298f6df)$"):
+        store.leaderboard(DATASET, version="00000000")
+    with pytest.raises(NothingStored, match="at least its first 6 characters"):
+        store.leaderboard(DATASET, version="e5ae")
+
+
+def test_a_board_sorts_by_the_run_cards_metric_names_too(store):
+    save(store, make_card(model="a", corpus_bleu=30.0, ter=60.0))
+    save(store, make_card(model="b", corpus_bleu=20.0, ter=50.0))
+    for sort, column in (("bleu", "corpus_bleu"), ("BLEU", "corpus_bleu"), ("ter", "ter"), ("chrf", "chrf_plus_plus"),
+                         ("composite", "composite_score"), ("corpus_bleu", "corpus_bleu")):
+        assert store.leaderboard(DATASET, sort=sort)["sort"] == column, sort
+    assert [row["model_slug"] for row in store.leaderboard(DATASET, sort="bleu")["rows"]] == ["a", "b"]
+    assert [row["model_slug"] for row in store.leaderboard(DATASET, sort="ter", descending=False)["rows"]] == ["b", "a"]
+    with pytest.raises(InvalidQuery, match="bleu for corpus_bleu"):
+        store.leaderboard(DATASET, sort="blue")
 
 
 def test_disqualified_runs_are_off_the_board_unless_asked(store):

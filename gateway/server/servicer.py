@@ -59,6 +59,7 @@ from gateway.store import (
     UnknownRun,
 )
 from gateway.store.submissions import DECISIONS
+from gateway.store.errors import NothingStored
 
 log = structlog.get_logger()
 Result = TypeVar("Result")
@@ -297,7 +298,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                 "this gateway has no run store (start it with --store URL)")
         try:
             return await self.store.call(use)
-        except (UnknownRun, UnknownCorpus) as error:
+        except (UnknownRun, UnknownCorpus, NothingStored) as error:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(error))
         except CorpusConflict as error:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(error))

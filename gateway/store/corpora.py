@@ -11,6 +11,7 @@ from sqlalchemy import Connection, insert, select, text, update
 
 from gateway.card.identity import corpus_version, entry_fingerprint, version_reference
 from gateway.store.errors import CheckGateRefused, CorpusConflict, InvalidQuery, UnknownCorpus
+from gateway.store.prefixes import MIN_PREFIX, by_prefix
 from gateway.store.rows import utc
 from gateway.store.tables import corpora, corpus_entries, corpus_tiers
 
@@ -18,8 +19,9 @@ from gateway.store.tables import corpora, corpus_entries, corpus_tiers
 TIERS = ("dev", "holdout", "gold")
 # Tiers whose runs are on the official leaderboard (§5.2: never dev).
 OFFICIAL_TIERS = ("holdout", "gold")
-# A version named by its hash needs this many leading hex digits; shorter digit strings are numbers.
-MIN_VERSION_PREFIX = 8
+# A version named by its hash needs this many leading hex digits (prefixes.py's
+# rule); shorter digit strings are numbers.
+MIN_VERSION_PREFIX = MIN_PREFIX
 # Entry ids named per kind of difference in a conflict message.
 IDS_SHOWN = 5
 INSERT_BATCH = 1000
@@ -151,11 +153,9 @@ def resolve(connection: Connection, corpus_id: str, version: str | None):
         raise InvalidQuery(f"version: {version!r} is neither a version number nor a hash prefix of at least "
                            f"{MIN_VERSION_PREFIX} characters")
     else:
-        rows = connection.execute(query.where(corpora.c.version.startswith(version.lower(), autoescape=True))
-                                  .limit(2)).all()
-        if len(rows) > 1:
-            raise InvalidQuery(f"version: {version!r} is the prefix of several versions of corpus {corpus_id!r}; "
-                               "give more of the hash")
+        found = by_prefix(connection, corpora.c.version, version, f"version: corpus {corpus_id!r} version",
+                          corpora.c.corpus_id == corpus_id)
+        rows = [] if found is None else connection.execute(query.where(corpora.c.version == found)).all()
     if not rows:
         raise UnknownCorpus(corpus_id, version)
     return rows[0]

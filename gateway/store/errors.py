@@ -9,10 +9,10 @@ class StoreError(Exception):
 
 
 class UnknownRun(LookupError):
-    """No stored run has this id."""
+    """No stored run has this id (or starts with it)."""
 
-    def __init__(self, run_id: str):
-        super().__init__(f"no stored run with id {run_id!r}")
+    def __init__(self, run_id: str, hint: str = ""):
+        super().__init__(f"no stored run with id {run_id!r}{hint}")
         self.run_id = run_id
 
     def __str__(self) -> str:  # LookupError would quote the whole message
@@ -61,3 +61,11 @@ class CheckGateRefused(ValueError):
     """A version would enter holdout or gold although the corpus check's gate
     fails and no reason was given: the message (the caller's) names every
     failure."""
+
+
+class NothingStored(LookupError):
+    """A dataset, or a version of it, that no stored run is on: the message
+    names it and lists what is stored."""
+
+    def __str__(self) -> str:
+        return self.args[0]

@@ -6,8 +6,10 @@ from __future__ import annotations
 from sqlalchemy import Connection, and_, case, func, or_, select, true
 
 from champollion.core.columns import SORT_COLUMNS, SPEC_COLUMNS
+from gateway.card.metrics import METRIC_NAMES
 from gateway.store.corpora import OFFICIAL_TIERS
-from gateway.store.errors import InvalidQuery
+from gateway.store.errors import InvalidQuery, NothingStored
+from gateway.store.prefixes import MIN_PREFIX, by_prefix
 from gateway.store.rows import coverage_metrics, utc
 from gateway.store.submissions import HELD, token_counts
 from gateway.store.tables import runs
@@ -20,9 +22,53 @@ ROW_COLUMNS = ("run_id", *SPEC_NAMES, "cost_adjusted", "created_at",
 COUNT_CHUNK = 500
 
 
+# A run-card metric's column: the §9.1 column its value is denormalised to
+# (bleu: corpus_bleu, ter: ter...), so a board sorts by either name.
+METRIC_COLUMNS = {column.path[1]: column.name for column in SPEC_COLUMNS
+                  if column.path[0] == "scores" and column.name in SORT_COLUMNS}
+# Versions a "no such version" message lists.
+VERSIONS_SHOWN = 10
+
+
+def sort_column(sort: str) -> str:
+    """The column `sort` names: a §9.1 numeric column or cost_adjusted, or a
+    run-card metric by its key or short name (bleu, chrf, ter, comet...)."""
+    if sort in SORT_COLUMNS:
+        return sort
+    column = METRIC_COLUMNS.get(METRIC_NAMES.get(sort.lower(), sort.lower()))
+    if column is None:
+        renamed = ", ".join(f"{key} for {column}" for key, column in METRIC_COLUMNS.items() if key != column)
+        raise InvalidQuery(f"unknown sort column {sort!r}; valid columns: {', '.join(SORT_COLUMNS)} (or the run "
+                           f"card's names: {renamed}, and metrics' short names: chrf, em, ...)")
+    return column
+
+
 def check_sort(sort: str) -> None:
-    if sort not in SORT_COLUMNS:
-        raise InvalidQuery(f"unknown sort column {sort!r}; valid columns: {', '.join(SORT_COLUMNS)}")
+    sort_column(sort)
+
+
+def _version(connection: Connection, dataset_id: str, version: str, in_scope) -> str:
+    """The stored corpus version `version` names (its hash or a unique
+    prefix) among the dataset's runs; NothingStored lists the versions
+    there are."""
+    in_dataset = and_(runs.c.dataset_id == dataset_id, in_scope)
+    found = by_prefix(connection, runs.c.corpus_version, version, "corpus version", in_dataset)
+    if found is not None:
+        return found
+    known = connection.scalars(select(runs.c.corpus_version).where(in_dataset).group_by(runs.c.corpus_version)
+                               .order_by(func.min(runs.c.created_at).desc()).limit(VERSIONS_SHOWN + 1)).all()
+    listed = ", ".join(v[:12] for v in known[:VERSIONS_SHOWN]) + (", ..." if len(known) > VERSIONS_SHOWN else "")
+    short = f" (give the hash or at least its first {MIN_PREFIX} characters)" if len(version) < MIN_PREFIX else ""
+    raise NothingStored(f"no stored run of dataset {dataset_id!r} is on corpus version {version!r}{short}; "
+                        f"its versions: {listed or 'none'}")
+
+
+def _known_dataset(connection: Connection, dataset_id: str) -> None:
+    """NothingStored, listing the datasets there are, when no run is on `dataset_id`."""
+    if connection.scalar(select(runs.c.run_id).where(runs.c.dataset_id == dataset_id).limit(1)) is not None:
+        return
+    known = connection.scalars(select(runs.c.dataset_id).distinct().order_by(runs.c.dataset_id)).all()
+    raise NothingStored(f"no stored run is on dataset {dataset_id!r}; datasets: {', '.join(known) or 'none yet'}")
 
 
 def latest_version(connection: Connection, dataset_id: str, in_scope=true()) -> str | None:
@@ -72,7 +118,8 @@ def _not_comparable_reason(row, majority) -> str:
 def leaderboard(connection: Connection, dataset_id: str, version: str | None, sort: str, descending: bool,
                 all_submissions: bool, include_disqualified: bool, limit: int | None, official: bool = False,
                 hidden_tiers: tuple[str, ...] = ()) -> dict:
-    check_sort(sort)
+    sort = sort_column(sort)
+    _known_dataset(connection, dataset_id)
     # The official board (seed 001 §5.2): runs scored against a registered
     # holdout or gold corpus only; dev and unregistered corpora never appear.
     # A run held for review is on no board until a maintainer clears it, and
@@ -81,7 +128,8 @@ def leaderboard(connection: Connection, dataset_id: str, version: str | None, so
                     runs.c.review.is_distinct_from(HELD),
                     or_(runs.c.corpus_tier.is_(None), runs.c.corpus_tier.not_in(hidden_tiers)) if hidden_tiers
                     else true())
-    version = version or latest_version(connection, dataset_id, in_scope)
+    version = _version(connection, dataset_id, version, in_scope) if version else \
+        latest_version(connection, dataset_id, in_scope)
     board = {"dataset_id": dataset_id, "corpus_version": version, "sort": sort, "descending": descending, "rows": []}
     if version is None:
         return board

@@ -13,6 +13,7 @@ from gateway.store import submissions as submitted
 from gateway.store.errors import UnknownCorpus, UnknownRun
 from gateway.store.location import database_errors, open_engine, parse_store_url
 from gateway.store.migrate import upgrade_to_head
+from gateway.store.prefixes import MIN_PREFIX, by_prefix
 from gateway.store.rows import (
     card_without_entries,
     entry_from_row,
@@ -85,24 +86,32 @@ class RunStore:
                     position += len(rows)
         return earlier + 1
 
+    @staticmethod
+    def _run_id(connection: Connection, text: str) -> str:
+        """The id of the stored run `text` names: its id, or a unique prefix
+        of MIN_PREFIX or more characters (AmbiguousPrefix lists the ids a
+        shared prefix starts)."""
+        run_id = by_prefix(connection, runs.c.run_id, text, "run id")
+        if run_id is None:
+            short = len(text) < MIN_PREFIX
+            raise UnknownRun(text, f" (give an id, or at least its first {MIN_PREFIX} characters)" if short else "")
+        return run_id
+
     def _card(self, connection: Connection, run_id: str) -> dict:
-        card = connection.scalar(select(runs.c.run_card).where(runs.c.run_id == run_id))
-        if card is None:
-            raise UnknownRun(run_id)
-        return card
+        return connection.scalar(select(runs.c.run_card).where(runs.c.run_id == self._run_id(connection, run_id)))
 
     def get_run(self, run_id: str) -> dict:
-        """The stored card, entries included, in corpus order."""
+        """The stored card (`run_id`: its id or a unique prefix), entries
+        included, in corpus order."""
         with self._connection() as connection:
             card = self._card(connection, run_id)
-        card["entries"] = [entry for batch in self.iter_entries(run_id) for entry in batch]
+        card["entries"] = [entry for batch in self.iter_entries(card["run_id"]) for entry in batch]
         return card
 
     def iter_entries(self, run_id: str, batch: int = 2000) -> Iterator[list[dict]]:
         """The run's entries a batch at a time, one short query per batch."""
         with self._connection() as connection:
-            if connection.scalar(select(runs.c.run_id).where(runs.c.run_id == run_id)) is None:
-                raise UnknownRun(run_id)
+            run_id = self._run_id(connection, run_id)
         return self._entry_batches(run_id, batch)
 
     def _entry_batches(self, run_id: str, batch: int) -> Iterator[list[dict]]:
@@ -147,8 +156,9 @@ class RunStore:
     def leaderboard(self, dataset_id: str, version: str | None = None, sort: str = "composite_score",
                     descending: bool = True, all_submissions: bool = False, include_disqualified: bool = False,
                     limit: int | None = None, official: bool = False, hidden_tiers: tuple[str, ...] = ()) -> dict:
-        """Runs of one corpus version (the latest by default) ranked by
-        `sort` (one of SORT_COLUMNS); official: only runs scored against a
+        """Runs of one corpus version (the latest by default; else its hash
+        or a unique prefix) ranked by `sort` (one of SORT_COLUMNS, or a
+        run-card metric: bleu, ter...); official: only runs scored against a
         registered holdout or gold corpus; none scored on a corpus of
         `hidden_tiers`. See leaderboard.py for the rules."""
         with self._connection() as connection:
@@ -178,7 +188,7 @@ class RunStore:
 
     def corpus_info(self, corpus_id: str, version: str | None = None) -> dict:
         """One version: the latest by default; `version` is its hash, a unique
-        hash prefix of 8 or more characters, or its number."""
+        hash prefix of 6 or more characters, or its number."""
         with self._connection() as connection:
             return registered.info(connection, registered.resolve(connection, corpus_id, version))
 
@@ -251,7 +261,7 @@ class RunStore:
         with self._connection() as connection:
             card = self._card(connection, run_id)
             rows = connection.execute(
-                select(run_entries.c.entry_id, run_entries.c.stats).where(run_entries.c.run_id == run_id)
+                select(run_entries.c.entry_id, run_entries.c.stats).where(run_entries.c.run_id == card["run_id"])
                 .order_by(run_entries.c.position)).all()
         return card, [(row.entry_id, row.stats) for row in rows]
 
