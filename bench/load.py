@@ -144,7 +144,7 @@ def _await_gateway(process: subprocess.Popen, log: Path, timeout: float = 120) -
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("{") and '"gateway"' in line:
+            if line.startswith("{") and '"ready"' in line:  # serve's ready event names the gateway
                 return json.loads(line)["gateway"]
         if process.poll() is not None:
             raise RuntimeError(f"serve exited with {process.returncode}:\n{log.read_text()[-2000:]}")

@@ -1,11 +1,11 @@
 """`champollion serve`: the embedded stack, or the families and gateway named
-with --family, until SIGINT or SIGTERM; SIGHUP reads the tokens file again."""
+with --family, until SIGINT or SIGTERM; SIGHUP reads the tokens file again.
+It logs (stderr, JSON lines) a `serving` event per server with its address,
+then one `ready` event once every server answers."""
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-import sys
 from pathlib import Path
 
 import structlog
@@ -101,11 +101,14 @@ async def _serve(args) -> None:
         if config is not None:
             raise CliError("--config applies to `serve --family gateway`", EXIT_INVALID_INPUT)
         servers = stack.servers
-        print(json.dumps({"gateway": stack.gateway_address, "families": stack.family_addresses,
-                          "families_listen": "loopback only: reached through the gateway"}), file=sys.stderr)
+        for name, address in stack.family_addresses.items():
+            log.info("serving", family=name, address=address, listens="loopback only: reached through the gateway")
+        log.info("serving", family="gateway", address=stack.gateway_address)
+        log.info("ready", gateway=stack.gateway_address, families=stack.family_addresses)
     else:
+        addresses = {}
         for offset, name in enumerate(args.family):
-            address = f"{host}:{args.port + offset}"
+            address = f"{host}:{args.port + offset if args.port else 0}"  # 0: each a free port
             health = f"{host}:{args.health_port + offset}" if args.health_port is not None else None
             if name == "gateway":
                 config = load_config(args.config) if args.config else GatewayConfig()
@@ -117,7 +120,10 @@ async def _serve(args) -> None:
                 server, port = await start_family(name, address, tls=tls, health_address=health,
                                                   tokens=family_tokens, **options, **workers, **limit)
             servers.append(server)
-            print(json.dumps({"serving": name, "address": f"{host}:{port}"}), file=sys.stderr)
+            addresses[name] = f"{host}:{port}"
+            log.info("serving", family=name, address=addresses[name])
+        log.info("ready", **({"gateway": addresses["gateway"]} if "gateway" in addresses else {}),
+                 families={name: address for name, address in addresses.items() if name != "gateway"})
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
