@@ -197,7 +197,7 @@ def test_cli_bare_entry_list_needs_languages(cli, stack, tmp_path):
     result = cli("evaluate", corpus_path, predictions_path, "--gateway", stack.gateway_address)
     assert result.exit_code == 2 and "--source-lang" in result.stderr
     result = cli("evaluate", corpus_path, predictions_path, "--source-lang", "eng", "--target-lang", "es",
-                 "--gateway", stack.gateway_address)
+                 "--gateway", stack.gateway_address, "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["scores"]["exact_match_rate"] == 1.0
 
@@ -284,7 +284,7 @@ def test_cli_accepts_a_utf8_byte_order_mark(cli, stack, tmp_path):
     corpus_path, predictions_path = write_run(tmp_path)
     for path in (tmp_path / "corpus.json", tmp_path / "predictions.jsonl"):
         path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
-    result = cli("evaluate", corpus_path, predictions_path, "--gateway", stack.gateway_address)
+    result = cli("evaluate", corpus_path, predictions_path, "--gateway", stack.gateway_address, "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["scores"]["total"] == 2
 

@@ -48,7 +48,7 @@ def free_port() -> int:
 def test_evaluate_embedded_prints_a_valid_run_card(run_card_validator):
     """As a user runs it: its own process, its own embedded stack."""
     result = subprocess.run(
-        [sys.executable, "-m", "champollion.apps.cli", "evaluate", *map(str, example_args())],
+        [sys.executable, "-m", "champollion.apps.cli", "evaluate", *map(str, example_args()), "--json", "--entries"],
         check=False, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr
@@ -63,14 +63,16 @@ def test_evaluate_writes_out_file(cli, stack, tmp_path):
     out = tmp_path / "card.json"
     result = cli("evaluate", *example_args(), "--out", out, "--batch-size", "5", "--gateway", stack.gateway_address)
     assert result.exit_code == 0, result.stderr
-    assert result.stdout == ""
     card = json.loads(out.read_text(encoding="utf-8"))
+    # The whole card in the file, the summary on stdout, naming the run and the file.
+    assert len(card["entries"]) == 36
+    assert f"run {card['run_id']} stored in " in result.stdout and f"run card written to {out}" in result.stdout
     assert card["scores"]["total"] == 36
     assert card["scores"]["quality_tier"] == tier_for(card["scores"]["composite"])
 
 
 def test_describe_lists_families_and_languages(cli, stack):
-    result = cli("describe", "--gateway", stack.gateway_address)
+    result = cli("describe", "--gateway", stack.gateway_address, "--json")
     assert result.exit_code == 0, result.stderr
     description = json.loads(result.stdout)
     families = {f["family"]: f for f in description["families"]}
@@ -85,9 +87,9 @@ def test_describe_lists_families_and_languages(cli, stack):
 
 def test_serve_a_gateway_then_evaluate_through_its_address(cli, stack, example_card, tmp_path):
     """`champollion serve --family gateway --config` as its own process, in
-    front of the session stack's families: it prints its address once it is
-    serving, gives the example the scores the in-process gateway gives, and
-    exits 0 on SIGTERM."""
+    front of the session stack's families: it logs its address, then one
+    `ready` event, gives the example the scores the in-process gateway
+    gives, and exits 0 on SIGTERM."""
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump({"families": stack.family_addresses}), encoding="utf-8")
     server = subprocess.Popen(
@@ -96,11 +98,17 @@ def test_serve_a_gateway_then_evaluate_through_its_address(cli, stack, example_c
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
-        # The first line on stderr is the address, printed once the server has
-        # started; readline returns "" if the process dies first.
-        first_line = server.stderr.readline()
-        assert first_line, f"serve exited with {server.wait(timeout=10)}"
-        address = json.loads(first_line)["address"]
+        # stderr's JSON lines: a `serving` event with the address once the
+        # server has started, then `ready`; readline returns "" if the
+        # process dies first.
+        events = []
+        while not events or events[-1]["event"] != "ready":
+            line = server.stderr.readline()
+            assert line, f"serve exited with {server.wait(timeout=10)}"
+            events.append(json.loads(line))
+        assert [event["event"] for event in events] == ["serving", "ready"]
+        address = events[0]["address"]
+        assert events[0]["family"] == "gateway" and events[-1]["gateway"] == address
         assert health_status(address, timeout=10) == health_pb2.HealthCheckResponse.SERVING
         out = tmp_path / "card.json"
         result = cli("evaluate", *example_args(), "--gateway", address, "--out", out)
@@ -131,7 +139,7 @@ def test_compare_two_run_cards(cli, stack, example_card, tmp_path):
     reseeded = tmp_path / "b.json"
     result = cli("evaluate", *example_args(), "--out", reseeded, "--seed", "7", "--gateway", stack.gateway_address)
     assert result.exit_code == 0, result.stderr
-    result = cli("compare", example_card, reseeded, "--resamples", "200", "--gateway", stack.gateway_address)
+    result = cli("compare", example_card, reseeded, "--resamples", "200", "--gateway", stack.gateway_address, "--json")
     assert result.exit_code == 0, result.stderr
     comparison = json.loads(result.stdout)
     chrf = comparison["metrics"]["chrf_plus_plus"]
@@ -189,7 +197,7 @@ def test_evaluate_plain_text_files(cli, stack, tmp_path):
     ref2.write_text("Guarde los cambios\nAbra el archivo\n", encoding="utf-8")
     hyp.write_text("Guardar cambios\nAbre el archivo\n", encoding="utf-8")
     result = cli("evaluate", "--src", src, "--ref", ref, "--ref", ref2, "--hyp", hyp, "--source-lang", "eng",
-                 "--target-lang", "spa", "--gateway", stack.gateway_address)
+                 "--target-lang", "spa", "--gateway", stack.gateway_address, "--json", "--entries")
     assert result.exit_code == 0, result.stderr
     card = json.loads(result.stdout)
     assert card["scores"]["total"] == 2
@@ -221,7 +229,7 @@ def test_evaluate_refuses_mixed_inputs_by_flag(cli, args, message):
 
 def test_compare_by_approximate_randomisation(cli, stack, example_card):
     result = cli("compare", example_card, example_card, "--method", "ar", "--resamples", "100",
-                 "--gateway", stack.gateway_address)
+                 "--gateway", stack.gateway_address, "--json")
     assert result.exit_code == 0, result.stderr
     comparison = json.loads(result.stdout)
     assert comparison["test"]["method"] == "ar"

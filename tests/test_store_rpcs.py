@@ -159,7 +159,8 @@ def test_leaderboard_table(capsys, runs, store_gateway):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith(f"{DATASET}, corpus version {runs['a1']['dataset']['version'][:12]}")
-    assert lines[1].split() == ["rank", "model", "composite", "chrF++", "cost/entry", "cost_adjusted", "flags"]
+    assert lines[1].split() == ["rank", "model", "composite", "chrF++", "BLEU", "TER", "cost/entry", "cost_adjusted",
+                                "flags"]
     first, second = lines[3], lines[4]
     assert first.split()[:3] == ["1", "example-llm-mini", f"{runs['a1']['scores']['composite']:.4g}"]
     assert first.endswith("cherry-pick suspect (2 submissions)")
@@ -167,18 +168,19 @@ def test_leaderboard_table(capsys, runs, store_gateway):
 
 
 def test_compare_run_ids_equals_comparing_the_card_files(capsys, runs, store_gateway, store_url):
-    by_id = cli_json(capsys, "compare", runs["a1"]["run_id"], runs["b"]["run_id"], "--gateway", store_gateway)
-    by_file = cli_json(capsys, "compare", runs["a1"]["path"], runs["b"]["path"], "--gateway", store_gateway)
+    by_id = cli_json(capsys, "compare", runs["a1"]["run_id"], runs["b"]["run_id"], "--gateway", store_gateway,
+                     "--json")
+    by_file = cli_json(capsys, "compare", runs["a1"]["path"], runs["b"]["path"], "--gateway", store_gateway, "--json")
     assert by_id == by_file
     assert by_id["metrics"]["chrf_plus_plus"]["difference"] < 0  # B is the worse system
     # One of each, and through the embedded gateway over the store.
-    mixed = cli_json(capsys, "compare", runs["a1"]["path"], runs["b"]["run_id"], "--store", store_url)
+    mixed = cli_json(capsys, "compare", runs["a1"]["path"], runs["b"]["run_id"], "--store", store_url, "--json")
     assert mixed == by_file
 
 
 def test_show_gives_back_the_card_evaluate_printed(capsys, runs, store_gateway):
     for card in runs.values():
-        shown = cli_json(capsys, "show", card["run_id"], "--gateway", store_gateway)
+        shown = cli_json(capsys, "show", card["run_id"], "--gateway", store_gateway, "--json", "--entries")
         printed = {key: value for key, value in card.items() if key != "path"}
         assert shown == printed
 
@@ -232,8 +234,8 @@ def test_entries_are_stored_as_the_run_card_json_has_them(gateway):
 
 def test_bad_inputs_one_line_and_the_gateway_keeps_serving(capsys, runs, store_gateway):
     board = ("leaderboard", "--dataset", DATASET, "--gateway", store_gateway)
-    line = error_line(capsys, 2, *board, "--sort", "bleu")
-    assert "'bleu'" in line and "composite_score" in line and "cost_adjusted" in line
+    line = error_line(capsys, 2, *board, "--sort", "blue")
+    assert "'blue'" in line and "composite_score" in line and "cost_adjusted" in line
     assert "'no-such-run'" in error_line(capsys, 2, "show", "no-such-run", "--gateway", store_gateway)
     assert "'no-such-run'" in error_line(capsys, 2, "compare", runs["a1"]["run_id"], "no-such-run",
                                          "--gateway", store_gateway)
@@ -265,6 +267,7 @@ def test_unreachable_store_still_returns_the_card_with_a_warning(capsys, stack, 
         code = main(["evaluate", str(EXAMPLE / "corpus.json"), str(EXAMPLE / "predictions.jsonl"),
                      "--gateway", down.gateway_address, "--out", str(out)])
         assert code == 0
+        assert "not stored" in capsys.readouterr().out  # the summary says so
         card = json.loads(out.read_text(encoding="utf-8"))
         run_card_validator.validate(card)
         assert card["integrity"]["submissions_with_fingerprint"] is None

@@ -14,7 +14,6 @@ import signal
 import sys
 import threading
 
-from champollion.core import logs
 from champollion.apps.cli.common import (
     INTERRUPTED,
     CliError,
@@ -55,16 +54,36 @@ def _run(args) -> int:
             signal.signal(signum, handler)
 
 
+def _stdout_gone() -> int:
+    """The reader of stdout went away (`champollion ... | head -1`): nothing
+    more can be said there, and that is no failure. Later writes, and the
+    interpreter's own flush at exit, go nowhere instead of raising again."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return 0
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command not in ("serve", "up"):
+        from champollion.core import logs  # structlog: not for --help
+
         # Service logs would clutter a command's output; only problems show.
         logs.configure("WARNING")
         # gRPC's own error lines too (a failed TLS handshake is reported as
         # one line of ours); GRPC_VERBOSITY=ERROR brings them back.
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
-        return _run(args)
+        code = _run(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _stdout_gone()
     except CliError as error:
         print(f"champollion: error: {error}", file=sys.stderr)
         return error.exit_code

@@ -1,6 +1,9 @@
 """What every `champollion` command shares: its error type and exit codes,
 the run store a command's gateway uses, the Client a command talks to a
-gateway through (--gateway's, or an embedded one's), and JSON output."""
+gateway through (--gateway's, or an embedded one's), and JSON output.
+
+Importing it is cheap (the Client, gRPC, are loaded by the functions that
+use them): the entry point and the parser import it."""
 from __future__ import annotations
 
 import json
@@ -11,15 +14,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from champollion.apps.client.channel import ChannelError, check_token, read_token_file
-from champollion.apps.client import (
-    Client,
-    ClientError,
-    GatewayUnavailable,
-    InvalidSettings,
-    RequestRefused,
-    UntrustedCertificate,
-)
 
 EXIT_INVALID_INPUT = 2
 EXIT_FAILURE = 1
@@ -129,10 +123,13 @@ def embedded_store_url(args) -> str | None:
     return store_url(args)
 
 
-def _remote_client(args) -> Client:
+def _remote_client(args):
     """A Client of --gateway with the token (--token, else --token-file,
     else $CHAMPOLLION_TOKEN) and TLS (--tls-ca, --tls) given; a token goes in
     plaintext only to loopback unless --insecure-token."""
+    from champollion.apps.client import Client, InvalidSettings
+    from champollion.apps.client.channel import ChannelError, check_token, read_token_file
+
     token, source = (args.token, "--token") if args.token else (os.environ.get(TOKEN_VARIABLE), TOKEN_VARIABLE)
     try:
         if not args.token and getattr(args, "token_file", None):
@@ -145,10 +142,12 @@ def _remote_client(args) -> Client:
 
 
 @contextmanager
-def gateway_client(args, **stack_options) -> Iterator[Client]:
+def gateway_client(args, **stack_options) -> Iterator:
     """A Client of --gateway, or else of an embedded stack started with
     `stack_options` (open, loopback, plaintext) and stopped afterwards. A
     ClientError raised inside becomes the command's error."""
+    from champollion.apps.client import Client, ClientError
+
     try:
         if args.gateway:
             with _remote_client(args) as client, INTERRUPTED.cancelling(client.close):
@@ -170,10 +169,12 @@ def reading_client(args, store: bool = True):
     return gateway_client(args, families=(), store=embedded_store_url(args) if store else None)
 
 
-def cli_error(error: ClientError) -> CliError:
+def cli_error(error) -> CliError:
     """A client error as one line: bad arguments (an unknown run id or sort
     column, cards that cannot be compared) exit 2; a gateway that could not
     answer, or refused access, exits 1 (the input may be fine)."""
+    from champollion.apps.client import GatewayUnavailable, InvalidSettings, RequestRefused, UntrustedCertificate
+
     if isinstance(error, (InvalidSettings, RequestRefused)):
         return CliError(str(error), EXIT_INVALID_INPUT)
     if isinstance(error, UntrustedCertificate):
@@ -200,6 +201,20 @@ def json_text(data, one_a_line: tuple[str, ...] = ("entries",)) -> str:
             text = json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n  ")
         lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {text}")
     return "{\n" + ",\n".join(lines) + "\n}" if lines else "{}"
+
+
+def card_file_or_run_id(text: str) -> Path | str:
+    """A run card file, or else a stored run's id (or its first 6+
+    characters). A text that looks like a path (a folder, a suffix such as
+    .json) and names no file is an error here, not an unknown run id."""
+    path = Path(text)
+    if path.is_file():
+        return path
+    if path.is_dir():
+        raise CliError(f"{text}: a folder, not a run card file", EXIT_INVALID_INPUT)
+    if os.sep in text or "/" in text or path.suffix:
+        raise CliError(f"{text}: no such file", EXIT_INVALID_INPUT)
+    return text
 
 
 def write_json(data, out: str | None) -> None:

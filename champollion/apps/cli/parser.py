@@ -1,28 +1,23 @@
 """The command line's grammar: every command, its arguments and flags, and
-the function that runs it."""
+the function that runs it.
+
+Building it must stay cheap: `champollion --help` and `--version` load
+nothing but this module and argparse. Command modules are imported when
+their command runs (`_run_from`), and a command whose flags need a heavy
+module (`up`, `meta-eval`) has them added only when it is the command
+parsed (`_LazyCommands`)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 
+from champollion import __version__
 from champollion.apps.cli.common import TOKEN_VARIABLE
-from champollion.apps.cli.corpus_check import cmd_corpus_check
-from champollion.apps.cli.corpora import (
-    cmd_corpus_list,
-    cmd_corpus_promote,
-    cmd_corpus_register,
-    cmd_corpus_retire,
-    cmd_corpus_sources,
-)
-from champollion.apps.cli.scoring import cmd_compare, cmd_describe, cmd_evaluate
-from champollion.apps.cli.stored import cmd_leaderboard, cmd_meta_eval, cmd_report, cmd_runs, cmd_show
-from champollion.apps.meta_eval.human_judgments import FORMATS
-from champollion.apps.launch import local_cluster
-from champollion.apps.meta_eval import METRIC_SEGMENTS
-from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
-from gateway.card.compare import METHODS as COMPARE_METHODS
 from champollion.core.corpus_rules import PURPOSES
 from champollion.core.roles import ROLES
+from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED, DEFAULT_TRIALS
+from champollion.core.sampling import METHODS as COMPARE_METHODS
 
 DEFAULT_PORT = 50051
 # Rows a leaderboard shows unless --limit says otherwise: the top of a board
@@ -31,39 +26,130 @@ DEFAULT_BOARD_ROWS = 100
 
 
 def _run_from(module: str, name: str):
-    """A command handler imported when its command runs: `serve`, `token`
-    and `db` need the server side (the stack, the store, the families),
-    which no other command should load."""
+    """A command handler imported when its command runs, so that building
+    the parser loads no command module (and `serve`, `token`, `db` alone
+    load the server side)."""
     def handler(args):
         return getattr(importlib.import_module(module), name)(args)
     return handler
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="champollion", description="Score machine-translation runs.")
-    commands = parser.add_subparsers(dest="command", required=True)
+class _LazyCommands(argparse._SubParsersAction):
+    """Subcommands that (1) add their flags only when they are the command
+    parsed, where `define` is given: a command whose flags need a heavy
+    module costs nothing to the others and to --help; and (2) report a flag
+    they do not know with their own usage, not the top level's, naming the
+    closest flag they have."""
 
-    evaluate = commands.add_parser("evaluate", help="evaluate a run and print its run card")
+    def add_parser(self, name, define=None, examples: tuple[str, ...] = (), **kwargs):
+        if examples:
+            kwargs["epilog"] = "examples:\n" + "\n".join(f"  {line}" for line in examples)
+            kwargs["formatter_class"] = argparse.RawDescriptionHelpFormatter
+        command = super().add_parser(name, **kwargs)
+        command._define = define
+        return command
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        command = self._name_parser_map.get(values[0])
+        if command is not None and getattr(command, "_define", None) is not None:
+            define, command._define = command._define, None
+            define(command)
+        super().__call__(parser, namespace, values, option_string)
+        unknown = getattr(namespace, argparse._UNRECOGNIZED_ARGS_ATTR, None)
+        if unknown and command is not None:
+            command.error(_unrecognized(command, unknown))
+
+
+def _unrecognized(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    flag = next((text.split("=", 1)[0] for text in unknown if text.startswith("--")), None)
+    if flag:
+        known = [option for action in parser._actions for option in action.option_strings if option.startswith("--")]
+        close = difflib.get_close_matches(flag, known, n=1)
+        if close:
+            message += f" (did you mean {close[0]}?)"
+    return message
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose subcommands are _LazyCommands (the
+    subcommands' parsers are of this class too)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _LazyCommands)
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _output_format(text: str) -> bool:
+    """sacreBLEU's `-f/--format`: json or text; True for json."""
+    if text not in ("json", "text"):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from 'json', 'text')")
+    return text == "json"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CommandParser(prog="champollion", description="Score machine-translation runs.",
+                           epilog="`champollion COMMAND --help` for a command's flags and examples.")
+    parser.add_argument("--version", action="version", version=f"champollion {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    evaluate = commands.add_parser(
+        "evaluate", help="score one or several systems' translations and print a summary",
+        description="Score a run (or several systems on one corpus) and print a summary: each metric with its "
+                    "95%% confidence interval and signature, the composite, tier and coverage, the warnings, and "
+                    "the run id. Several systems are compared with the first by a paired test.",
+        examples=(
+            "champollion evaluate -s src.en -r ref.de -i hyp.de --source-lang eng --target-lang deu",
+            "champollion evaluate -s src.en -r ref.de -i a.de b.de c.de --name a b c -m bleu,chrf,ter --paired ar",
+            "champollion evaluate corpus.json predictions.jsonl --meta meta.json -o card.json --json",
+        ))
     evaluate.add_argument("corpus", nargs="?",
                           help="corpus JSON (object with entries, or a list of entries); not with --corpus-id")
-    evaluate.add_argument("predictions", nargs="?", help="predictions, JSON Lines")
-    evaluate.add_argument("--src", metavar="SRC.txt",
+    evaluate.add_argument("predictions", nargs="*",
+                          help="predictions, JSON Lines (several files: several systems, compared with the first)")
+    evaluate.add_argument("-s", "--src", metavar="SRC.txt",
                           help="plain text instead of CORPUS PREDICTIONS: sources, one segment a line ('-': stdin)")
-    evaluate.add_argument("--ref", action="append", metavar="REF.txt",
+    evaluate.add_argument("-r", "--ref", action="append", metavar="REF.txt",
                           help="with --src: references, one segment a line (repeat for several references)")
-    evaluate.add_argument("--hyp", metavar="HYP.txt", help="with --src: the system's translations, one a line")
+    evaluate.add_argument("-i", "--hyp", nargs="+", action="extend", metavar="HYP.txt",
+                          help="with --src: translations, one a line; several files: several systems, compared "
+                               "with the first ('-': stdin, for one)")
+    evaluate.add_argument("--name", nargs="+", action="extend", metavar="NAME",
+                          help="the systems' names, in the order of their files (default: each file's name); "
+                               "recorded as model_slug unless --meta gives one")
+    evaluate.add_argument("-m", "--metrics", type=_comma_list, action="extend", metavar="M,M",
+                          help="compute only these metrics (run-card keys or short names: bleu, chrf, ter, comet, "
+                               "...); the others are null, 'not requested'")
+    evaluate.add_argument("--families", type=_comma_list, action="extend", metavar="F,F",
+                          help="run only these families (surface, structural, semantic, behavioral, compliance)")
+    evaluate.add_argument("--paired", choices=COMPARE_METHODS, default=None,
+                          help="several systems: the paired test against the first, bs (bootstrap, the default) "
+                               "or ar (approximate randomization), as sacreBLEU's --paired-bs / --paired-ar")
     evaluate.add_argument("--corpus-id", metavar="ID",
                           help="score against this corpus registered in the gateway's store (server-side: "
                                "send predictions only)")
     evaluate.add_argument("--corpus-version", metavar="V",
                           help="with --corpus-id: its version number or hash (prefix); default the latest")
-    evaluate.add_argument("--meta", help="run metadata JSON (model, timings, pricing)")
+    evaluate.add_argument("--meta", action="append", metavar="META.json",
+                          help="run metadata JSON (model, timings, pricing); once for every system, or once per "
+                               "system in order")
     evaluate.add_argument("--glossary", help="glossary JSON: list of {source, target, alternatives}")
     evaluate.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
-    evaluate.add_argument("--out", help="write the run card here instead of stdout")
+    evaluate.add_argument("-o", "--out", action="append", metavar="CARD.json",
+                          help="also write the whole run card (entries included) here; once per system")
+    _add_json_flag(evaluate, "the run card (without its entries unless --entries) instead of the summary; "
+                             "several systems: {runs, comparisons}")
+    evaluate.add_argument("--entries", action="store_true", help="with --json: the per-entry results too")
     evaluate.add_argument("--batch-size", type=int, help="entries per family call")
-    evaluate.add_argument("--seed", type=int, help="seed (default 12345, as sacreBLEU)")
-    evaluate.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000)")
+    evaluate.add_argument("--seed", type=int, help=f"seed of the bootstrap and the paired test (default "
+                                                   f"{DEFAULT_SEED}, as sacreBLEU)")
+    evaluate.add_argument("--resamples", type=int,
+                          help=f"bootstrap resamples (default {DEFAULT_RESAMPLES}); also the paired test's "
+                               f"resamples or trials (default {DEFAULT_RESAMPLES} for bs, {DEFAULT_TRIALS} for ar)")
     evaluate.add_argument("--comet-model", help="COMET model id for this run, instead of the card's choice")
     evaluate.add_argument("--no-plugins", action="store_true",
                           help="universal metrics only: leave the target language's eval-standard plugins out")
@@ -77,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "(default: $CHAMPOLLION_WORKERS, else one per core; 0 or 1: in threads)")
     _add_store_options(evaluate, "store the run card in this store")
     _add_access_options(evaluate)
-    evaluate.set_defaults(handler=cmd_evaluate)
+    evaluate.set_defaults(handler=_run_from("champollion.apps.cli.scoring", "cmd_evaluate"))
 
     serve = commands.add_parser("serve", help="serve the gateway and families, or the named ones")
     serve.add_argument("--family", action="append", default=[], metavar="NAME",
@@ -115,72 +201,73 @@ def build_parser() -> argparse.ArgumentParser:
     _add_store_options(serve, "the gateway stores every run card here (before the default: --config's store)")
     serve.set_defaults(handler=_run_from("champollion.apps.cli.serve", "cmd_serve"))
 
-    compare = commands.add_parser("compare", help="paired significance test (bootstrap or approximate randomization) "
-                                     "between two run cards")
-    compare.add_argument("baseline", help="run card JSON of the baseline, or a stored run's id")
+    compare = commands.add_parser(
+        "compare", help="paired significance test (bootstrap or approximate randomization) between two run cards",
+        examples=(
+            "champollion compare baseline.json system.json",
+            "champollion compare 1c51912 8d0e4a7 --method ar       # stored runs, by id prefix",
+            "champollion compare a.json b.json --json -o comparison.json",
+        ))
+    compare.add_argument("baseline", help="run card JSON of the baseline, or a stored run's id (or its first 6+ "
+                                          "characters)")
     compare.add_argument("system", help="run card JSON of the system compared with it, or a stored run's id")
     compare.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded gateway)")
     _add_store_options(compare, "the store the run ids are in", no_store=False)
-    compare.add_argument("--seed", type=int, help="seed (default 12345, as sacreBLEU)")
-    compare.add_argument("--resamples", type=int, help="bootstrap resamples (default 1000) or randomization trials (default 10000)")
+    compare.add_argument("--seed", type=int, help=f"seed (default {DEFAULT_SEED}, as sacreBLEU)")
+    compare.add_argument("--resamples", type=int, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES}) or "
+                                                       f"randomization trials (default {DEFAULT_TRIALS})")
     compare.add_argument("--method", choices=COMPARE_METHODS, default="bs",
                          help="bs: paired bootstrap (default); ar: approximate randomisation (as sacreBLEU's)")
-    compare.add_argument("--out", help="write the comparison here instead of stdout")
+    compare.add_argument("-o", "--out", metavar="COMPARISON.json", help="also write the comparison (JSON) here")
+    _add_json_flag(compare, "the comparison as JSON instead of a table")
     _add_access_options(compare)
-    compare.set_defaults(handler=cmd_compare)
+    compare.set_defaults(handler=_run_from("champollion.apps.cli.scoring", "cmd_compare"))
 
     up = commands.add_parser("up", help="the distributed topology on this machine: a process per family "
-                                        "(two structural replicas) and a gateway in front")
-    local_cluster.add_arguments(up)
-    up.set_defaults(handler=local_cluster.run)
+                                        "(two structural replicas) and a gateway in front",
+                             define=_define_up)
+    up.set_defaults(handler=_run_from("champollion.apps.launch.local_cluster", "run"))
 
     describe = commands.add_parser("describe", help="what is loaded: families, metrics, languages")
     describe.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
     describe.add_argument("--languages", action="store_true",
                           help="only the languages: every written language card, and how a generic card is built "
                                "for any other language")
+    _add_json_flag(describe, "the description as JSON instead of a summary")
     _add_access_options(describe)
-    describe.set_defaults(handler=cmd_describe)
+    describe.set_defaults(handler=_run_from("champollion.apps.cli.scoring", "cmd_describe"))
 
     runs = commands.add_parser("runs", help="list stored runs, newest first")
     runs.add_argument("--dataset", help="only runs on this corpus id")
     runs.add_argument("--model", help="only runs of this model slug")
     _add_reading_options(runs)
-    runs.set_defaults(handler=cmd_runs)
+    runs.set_defaults(handler=_run_from("champollion.apps.cli.stored", "cmd_runs"))
 
-    show = commands.add_parser("show", help="print a stored run card, entries included")
-    show.add_argument("run_id")
-    show.add_argument("--out", help="write the run card here instead of stdout")
-    _add_reading_options(show, json_flag=False)
-    show.set_defaults(handler=cmd_show)
+    show = commands.add_parser("show", help="summarise a stored run card (--json: the card)")
+    show.add_argument("run_id", help="a stored run's id, or its first 6+ characters")
+    show.add_argument("-o", "--out", metavar="CARD.json", help="also write the whole run card (entries included) here")
+    _add_reading_options(show, json_help="the run card (without its entries unless --entries) instead of the summary")
+    show.add_argument("--entries", action="store_true", help="with --json: the per-entry results too")
+    show.set_defaults(handler=_run_from("champollion.apps.cli.stored", "cmd_show"))
 
     meta_eval = commands.add_parser("meta-eval", help="how well each metric of a set of run cards agrees with "
-                                                      "human judgments of the same systems")
-    meta_eval.add_argument("cards", nargs="+", metavar="CARD_OR_RUN_ID",
-                           help="run card JSON files or stored run ids, one per system, of one corpus version")
-    meta_eval.add_argument("--human", required=True, metavar="FILE", help="human judgments (see --format)")
-    meta_eval.add_argument("--format", default="auto", choices=FORMATS,
-                           help="system-score: system<TAB>score per segment line; system-segment-score: "
-                                "system<TAB>segment<TAB>score; mqm: WMT's MQM average segment scores "
-                                "(default: told from the first line)")
-    meta_eval.add_argument("--lower-is-better", action="store_true",
-                           help="the human scores are errors or costs: lower is better")
-    meta_eval.add_argument("--system", action="append", default=[], metavar="CARD=NAME",
-                           help="match this card (as given) to this judged system (default: its model_slug)")
-    meta_eval.add_argument("--metric-segments", default="all", choices=METRIC_SEGMENTS,
-                           help="what a metric's system score covers: all segments of the test set (default, "
-                                "WMT's convention) or only those the humans judged")
-    meta_eval.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
-    meta_eval.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
-                           help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    _add_reading_options(meta_eval)
-    meta_eval.set_defaults(handler=cmd_meta_eval)
+                                                      "human judgments of the same systems",
+                                    define=_define_meta_eval)
+    meta_eval.set_defaults(handler=_run_from("champollion.apps.cli.stored", "cmd_meta_eval"))
 
-    leaderboard = commands.add_parser("leaderboard", help="stored runs of one corpus version, ranked")
+    leaderboard = commands.add_parser(
+        "leaderboard", help="stored runs of one corpus version, ranked",
+        examples=(
+            "champollion leaderboard --dataset newstest2021.en-de",
+            "champollion leaderboard --dataset newstest2021.en-de --sort bleu --version dbf6c2",
+            "champollion leaderboard --dataset newstest2021.en-de --html -o board.html",
+        ))
     leaderboard.add_argument("--dataset", required=True, help="corpus id")
-    leaderboard.add_argument("--version", help="corpus version (default: the latest stored one)")
+    leaderboard.add_argument("--version", help="corpus version, or its first 6+ characters (default: the latest "
+                                               "stored one)")
     leaderboard.add_argument("--sort", default="composite_score",
-                             help="a spec §9.1 numeric column or cost_adjusted (default composite_score)")
+                             help="a spec §9.1 numeric column, a run-card metric (bleu, ter, chrf...) or "
+                                  "cost_adjusted (default composite_score)")
     direction = leaderboard.add_mutually_exclusive_group()
     direction.add_argument("--desc", dest="ascending", action="store_false", help="highest first (the default)")
     direction.add_argument("--asc", dest="ascending", action="store_true", help="lowest first")
@@ -196,11 +283,18 @@ def build_parser() -> argparse.ArgumentParser:
                              help="write the board, with each run's card, as an HTML page to -o/--out")
     leaderboard.add_argument("-o", "--out", metavar="BOARD.html", help="with --html: the page's file")
     _add_reading_options(leaderboard)
-    leaderboard.set_defaults(handler=cmd_leaderboard)
+    leaderboard.set_defaults(handler=_run_from("champollion.apps.cli.stored", "cmd_leaderboard"))
 
-    report = commands.add_parser("report", help="an HTML report of one or several run cards")
+    report = commands.add_parser(
+        "report", help="an HTML report of one or several run cards",
+        examples=(
+            "champollion report card.json -o report.html",
+            "champollion report 1c51912 8d0e4a7 -o report.html      # stored runs, by id prefix",
+            "champollion report a.json b.json -o report.html --corpus corpus.json --predictions a.jsonl "
+            "--predictions b.jsonl",
+        ))
     report.add_argument("cards", nargs="+", metavar="CARD_OR_RUN_ID",
-                        help="run card JSON files or stored run ids")
+                        help="run card JSON files or stored run ids (or their first 6+ characters)")
     report.add_argument("-o", "--out", required=True, metavar="REPORT.html", help="the report's file")
     report.add_argument("--corpus", metavar="CORPUS", help="the runs' corpus file: sources, references and "
                         "domains for the worst entries and the by-domain breakdown (cards do not carry texts)")
@@ -213,8 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--hyp", action="append", default=[], metavar="HYP.txt",
                         help="plain text instead of --predictions: a run's translations, one a line, once per card "
                              "in the same order")
-    _add_reading_options(report, json_flag=False)
-    report.set_defaults(handler=cmd_report)
+    _add_reading_options(report, json_help=None)
+    report.set_defaults(handler=_run_from("champollion.apps.cli.stored", "cmd_report"))
 
     db = commands.add_parser("db", help="store maintenance")
     db_commands = db.add_subparsers(dest="db_command", required=True)
@@ -244,28 +338,29 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--html", action="store_true", help="also write the report as an HTML page to -o/--out")
     check.add_argument("-o", "--out", metavar="CHECK.html", help="with --html: the page's file")
     check.add_argument("--strict", action="store_true", help="exit 1 when a required rule fails")
-    check.set_defaults(handler=cmd_corpus_check)
+    check.set_defaults(handler=_run_from("champollion.apps.cli.corpus_check", "cmd_corpus_check"))
     listing = corpus_commands.add_parser("list", help="every registered corpus version and its tier")
     retire = corpus_commands.add_parser("retire", help="rotation: move a corpus version to dev (public)")
     promote = corpus_commands.add_parser("promote", help="rotation: move a corpus version to holdout or gold")
     sources = corpus_commands.add_parser("sources", help="a corpus version's sources as JSON Lines "
                                                          "{id, source, domain, difficulty}")
-    for parser_, handler in ((retire, cmd_corpus_retire), (promote, cmd_corpus_promote),
-                             (sources, cmd_corpus_sources)):
+    for parser_, handler in ((retire, "cmd_corpus_retire"), (promote, "cmd_corpus_promote"),
+                             (sources, "cmd_corpus_sources")):
         parser_.add_argument("corpus_id")
-        parser_.add_argument("--version", help="version hash, hash prefix (8+ characters) or number "
+        parser_.add_argument("--version", help="version hash, hash prefix (6+ characters) or number "
                                                "(default: the latest)")
-        parser_.set_defaults(handler=handler)
+        parser_.set_defaults(handler=_run_from("champollion.apps.cli.corpora", handler))
     retire.add_argument("--to", required=True, help="dev")
     promote.add_argument("--to", required=True, help="holdout or gold")
     for parser_ in (register, promote):
         parser_.add_argument("--accept-check-failures", metavar="REASON",
                              help="enter holdout or gold although the corpus check's gate fails (sizes, "
                                   "provenance); the reason is kept in the tier history")
-    register.set_defaults(handler=cmd_corpus_register)
-    listing.set_defaults(handler=cmd_corpus_list)
+    register.set_defaults(handler=_run_from("champollion.apps.cli.corpora", "cmd_corpus_register"))
+    listing.set_defaults(handler=_run_from("champollion.apps.cli.corpora", "cmd_corpus_list"))
     for parser_ in (register, listing, retire, promote, sources, check):
-        _add_reading_options(parser_, json_flag=parser_ in (listing, check))
+        _add_reading_options(parser_, json_help={listing: "JSON instead of a table",
+                                                 check: "the report as JSON"}.get(parser_))
 
     token = commands.add_parser("token", help="API tokens for `serve --auth`")
     token_commands = token.add_subparsers(dest="token_command", required=True)
@@ -292,6 +387,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _define_up(up: argparse.ArgumentParser) -> None:
+    from champollion.apps.launch import local_cluster
+
+    local_cluster.add_arguments(up)
+
+
+def _define_meta_eval(meta_eval: argparse.ArgumentParser) -> None:
+    from champollion.apps.meta_eval import METRIC_SEGMENTS
+    from champollion.apps.meta_eval.human_judgments import FORMATS
+
+    meta_eval.add_argument("cards", nargs="+", metavar="CARD_OR_RUN_ID",
+                           help="run card JSON files or stored run ids, one per system, of one corpus version")
+    meta_eval.add_argument("--human", required=True, metavar="FILE", help="human judgments (see --format)")
+    meta_eval.add_argument("--format", default="auto", choices=FORMATS,
+                           help="system-score: system<TAB>score per segment line; system-segment-score: "
+                                "system<TAB>segment<TAB>score; mqm: WMT's MQM average segment scores "
+                                "(default: told from the first line)")
+    meta_eval.add_argument("--lower-is-better", action="store_true",
+                           help="the human scores are errors or costs: lower is better")
+    meta_eval.add_argument("--system", action="append", default=[], metavar="CARD=NAME",
+                           help="match this card (as given) to this judged system (default: its model_slug)")
+    meta_eval.add_argument("--metric-segments", default="all", choices=METRIC_SEGMENTS,
+                           help="what a metric's system score covers: all segments of the test set (default, "
+                                "WMT's convention) or only those the humans judged")
+    meta_eval.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
+    meta_eval.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
+                           help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    _add_reading_options(meta_eval)
+
+
 def _add_store_options(parser: argparse.ArgumentParser, purpose: str, no_store: bool = True) -> None:
     parser.add_argument("--store", metavar="URL",
                         help=f"{purpose}: sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DB "
@@ -313,10 +438,17 @@ def _add_access_options(parser: argparse.ArgumentParser) -> None:
                         help="reach --gateway over TLS, trusting the usual public CAs (no --tls-ca)")
 
 
-def _add_reading_options(parser: argparse.ArgumentParser, json_flag: bool = True) -> None:
+def _add_json_flag(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--json` (one name on every command) and sacreBLEU's `-f json|text`."""
+    parser.add_argument("--json", action="store_true", help=what)
+    parser.add_argument("-f", "--format", dest="json", type=_output_format, default=argparse.SUPPRESS,
+                        metavar="{text,json}", help="as sacreBLEU's -f: json is --json, text the default")
+
+
+def _add_reading_options(parser: argparse.ArgumentParser, json_help: str | None = "JSON instead of a table") -> None:
     """The options of the commands that read stored runs."""
     parser.add_argument("--gateway", help="HOST:PORT of a running gateway (default: an embedded gateway over --store)")
     _add_store_options(parser, "the store to read", no_store=False)
     _add_access_options(parser)
-    if json_flag:
-        parser.add_argument("--json", action="store_true", help="JSON instead of a table")
+    if json_help:
+        _add_json_flag(parser, json_help)

@@ -1,7 +1,8 @@
-"""The commands that score or compare: evaluate (with its progress bar),
-compare, describe."""
+"""The commands that score or compare: evaluate (one system or several,
+with its progress bar and summary), compare, describe."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -10,11 +11,23 @@ from tqdm import tqdm
 from champollion.apps.cli.common import (
     EXIT_INVALID_INPUT,
     CliError,
+    card_file_or_run_id,
     embedded_store_url,
     gateway_client,
+    json_text,
     raise_if_interrupted,
     reading_client,
     write_json,
+)
+from champollion.apps.cli.output import (
+    Style,
+    card_summary,
+    comparison_summary,
+    comparison_table,
+    description_summary,
+    emit,
+    heading,
+    warning_lines,
 )
 from champollion.apps.client import Client, InvalidArgument, Progress
 from champollion.eval.v1 import gateway_pb2
@@ -22,19 +35,21 @@ from champollion.apps.inputs import (
     INT32,
     INT64,
     InputError,
+    PredictionFile,
     in_corpus_order,
     language_flags,
     load_corpus,
     load_glossary,
     load_meta,
-    load_plain_text_run,
     load_predictions,
     load_run_card_for_compare,
     locate_invalid,
 )
 from champollion.core.cards import UnknownLanguage, default_registry
 from champollion.core.language_tags import LANGUAGES_HINT
+from champollion.apps.inputs.plain_text import STDIN, load_plain_text_runs, system_names
 from champollion.core.limits import MAX_RESAMPLES, shown
+from champollion.core.sampling import BOOTSTRAP
 
 
 class ProgressBar:
@@ -44,9 +59,10 @@ class ProgressBar:
     and only once scoring has run for more than a moment: logs and pipes get
     the error line alone."""
 
-    def __init__(self, total_entries: int, file=None, disable: bool | None = None, delay: float = 0.5):
+    def __init__(self, total_entries: int, file=None, disable: bool | None = None, delay: float = 0.5,
+                 desc: str = "scoring"):
         self._bar = tqdm(total=total_entries or None, unit="entry", file=file or sys.stderr, delay=delay,
-                         desc="scoring", leave=False, disable=disable)
+                         desc=desc, leave=False, disable=disable)
 
     def update(self, progress: Progress) -> None:
         raise_if_interrupted()
@@ -79,10 +95,10 @@ _PLAIN_TEXT_FLAGS = ("--src", "--ref", "--hyp")
 
 def _input_kind(args) -> str:
     """'plain' (--src/--ref/--hyp), 'registered' (--corpus-id) or 'files'
-    (CORPUS PREDICTIONS); refuses mixtures."""
+    (CORPUS PREDICTIONS...); refuses mixtures."""
     plain = [flag for flag, value in zip(_PLAIN_TEXT_FLAGS, (args.src, args.ref, args.hyp)) if value]
-    if args.corpus_id and args.corpus and not args.predictions:
-        args.corpus, args.predictions = None, args.corpus  # `--corpus-id ID PREDICTIONS`
+    if args.corpus_id and args.corpus:
+        args.corpus, args.predictions = None, [args.corpus, *args.predictions]  # `--corpus-id ID PREDICTIONS...`
     if plain:
         missing = [flag for flag in _PLAIN_TEXT_FLAGS if flag not in plain]
         if missing:
@@ -99,8 +115,8 @@ def _input_kind(args) -> str:
         if not args.corpus or not args.predictions:
             raise CliError("evaluate needs CORPUS PREDICTIONS, or --corpus-id ID PREDICTIONS", EXIT_INVALID_INPUT)
         return "files"
-    given = [name for name, value in (("CORPUS", args.corpus), ("--source-lang", args.source_lang),
-                                      ("--target-lang", args.target_lang)) if value]
+    given = [name for name, value in (("--source-lang", args.source_lang), ("--target-lang", args.target_lang))
+             if value]
     if given:
         raise CliError(f"{given[0]} with --corpus-id: the registered corpus's entries and languages are used",
                        EXIT_INVALID_INPUT)
@@ -109,18 +125,111 @@ def _input_kind(args) -> str:
     return "registered"
 
 
-def _load_run(args, kind: str):
-    """(corpus, predictions, the file a corpus field's error names)."""
+def _prediction_files(args, kind: str) -> list[str]:
+    return list(args.hyp) if kind == "plain" else list(args.predictions)
+
+
+def _names(args, files: list[str]) -> list[str]:
+    """Each system's name: --name in order, else from its file's name."""
+    if args.name and len(args.name) != len(files):
+        raise CliError(f"--name: give one name per system ({len(files)}), got {len(args.name)}", EXIT_INVALID_INPUT)
+    names = list(args.name) if args.name else system_names(files)
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise CliError(f"two systems named {repeated[0]!r}: give each its own with --name", EXIT_INVALID_INPUT)
+    return names
+
+
+def _check_outputs(args, count: int) -> list[str | None]:
+    """--out once per system (or none)."""
+    outs = list(args.out or [])
+    if outs and len(outs) != count:
+        raise CliError(f"-o/--out: give one file per system ({count}), got {len(outs)}", EXIT_INVALID_INPUT)
+    if len(set(outs)) != len(outs):
+        raise CliError("-o/--out: each system's run card needs its own file", EXIT_INVALID_INPUT)
+    return outs or [None] * count
+
+
+def _selection(args):
+    """The metrics asked for with --metrics/--families, checked before
+    anything is read or started; None: every metric."""
+    if not args.metrics and not args.families:
+        return None
+    from gateway.card.metrics import UnknownSelection, select  # the metric table: names and aliases
+
+    try:
+        return select(args.metrics or [], args.families or [])
+    except UnknownSelection as error:
+        raise CliError(f"--{error.option}: {error}", EXIT_INVALID_INPUT) from None
+
+
+def _load_run(args, kind: str, files: list[str]):
+    """(corpus, each system's predictions, the file a corpus field's error names)."""
     if kind == "plain":
-        corpus, predictions = load_plain_text_run(args.src, list(args.ref), args.hyp, args.source_lang,
-                                                  args.target_lang)
-        return corpus, in_corpus_order(predictions, corpus), Path(args.src)
+        corpus, runs = load_plain_text_runs(args.src, list(args.ref), files, args.source_lang, args.target_lang)
+        return corpus, [in_corpus_order(predictions, corpus) for predictions in runs], Path(args.src)
     if kind == "registered":  # scored server-side: predictions only
         corpus = gateway_pb2.CorpusRef(id=args.corpus_id, version=args.corpus_version or "")
-        return corpus, load_predictions(Path(args.predictions)), None
+        return corpus, [load_predictions(Path(name)) for name in files], None
     corpus_path = Path(args.corpus)
     corpus = load_corpus(corpus_path, args.source_lang, args.target_lang)
-    return corpus, in_corpus_order(load_predictions(Path(args.predictions)), corpus), corpus_path
+    return corpus, [in_corpus_order(load_predictions(Path(name)), corpus) for name in files], corpus_path
+
+
+def _metas(args, files: list[str], names: list[str]) -> list[tuple[gateway_pb2.RunMeta, Path | None]]:
+    """Each system's meta and its file: --meta once per system, or once for
+    all (its model_slug then stands for one system only, so each system is
+    named by its name). The name is the model_slug unless the system's own
+    --meta gives one; a system read from stdin without --name has none."""
+    paths = [Path(path) for path in args.meta or []]
+    if len(paths) not in (0, 1, len(files)):
+        raise CliError(f"--meta: give one file for every system, or one per system ({len(files)}), got {len(paths)}",
+                       EXIT_INVALID_INPUT)
+    loaded = {path: load_meta(path) for path in dict.fromkeys(paths)}
+    metas = []
+    for index, (file, name) in enumerate(zip(files, names)):
+        path = paths[index] if len(paths) == len(files) else (paths[0] if paths else None)
+        meta = gateway_pb2.RunMeta()
+        if path is not None:
+            meta.CopyFrom(loaded[path])
+        shared = len(paths) == 1 and len(files) > 1
+        if (shared or not meta.HasField("model_slug")) and (args.name or file != STDIN):
+            meta.model_slug = name
+        metas.append((meta, path))
+    return metas
+
+
+def _side(card: dict):
+    """What Compare gets of a scored card: its stored run's id when it was
+    stored (the gateway reads its statistics back), else the card."""
+    if (card.get("integrity") or {}).get("submissions_with_fingerprint") is not None:
+        return card["run_id"]
+    return card
+
+
+def _without_entries(card: dict) -> dict:
+    return {key: value for key, value in card.items() if key != "entries"}
+
+
+def _where_stored(args) -> str:
+    if args.gateway:
+        return f"the store of the gateway at {args.gateway}"
+    from gateway.store.location import parse_store_url, redact  # the embedded gateway's: loaded already
+
+    return redact(parse_store_url(embedded_store_url(args)))
+
+
+def _run_lines(args, names: list[str], cards: list[dict], outs: list[str | None]) -> list[str]:
+    """Where each run went: its id (stored or not) and its card's file."""
+    lines = []
+    for name, card, out in zip(names, cards, outs):
+        stored = (card.get("integrity") or {}).get("submissions_with_fingerprint") is not None
+        who = f"{name}: " if len(cards) > 1 else ""
+        text = f"{who}run {card['run_id']} " + (f"stored in {_where_stored(args)}" if stored else "not stored")
+        if out:
+            text += f"; run card written to {out}"
+        lines.append(text)
+    return lines
 
 
 def _check_language_flags(args) -> None:
@@ -144,49 +253,131 @@ def cmd_evaluate(args) -> int:
                        f"(`champollion serve --workers N`)", EXIT_INVALID_INPUT)
     kind = _input_kind(args)
     _check_language_flags(args)
-    meta_path = Path(args.meta) if args.meta else None
+    files = _prediction_files(args, kind)
+    names = _names(args, files)
+    outs = _check_outputs(args, len(files))
+    if args.paired and len(files) < 2:
+        raise CliError("--paired: compares several systems (give several --hyp or PREDICTIONS files)",
+                       EXIT_INVALID_INPUT)
+    if args.entries and not args.json:
+        raise CliError("--entries: with --json (the summary shows no entries; --out writes them all)",
+                       EXIT_INVALID_INPUT)
+    selection = _selection(args)
     glossary_path = Path(args.glossary) if args.glossary else None
     try:
-        corpus, predictions, corpus_path = _load_run(args, kind)
-        meta = load_meta(meta_path) if meta_path else None
+        corpus, runs, corpus_path = _load_run(args, kind, files)
+        metas = _metas(args, files, names)
         glossary = load_glossary(glossary_path) if glossary_path else None
     except InputError as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
-    request = Client.evaluate_request(corpus, predictions, meta, glossary, batch_size=args.batch_size or 0,
-                                      seed=args.seed, resamples=args.resamples or 0,
-                                      disable_plugins=args.no_plugins, comet_model=args.comet_model)
+    requests = [Client.evaluate_request(corpus, predictions, meta, glossary, batch_size=args.batch_size or 0,
+                                        seed=args.seed, resamples=args.resamples or 0,
+                                        disable_plugins=args.no_plugins, comet_model=args.comet_model,
+                                        metrics=args.metrics or (), families=args.families or ())
+                for predictions, (meta, _) in zip(runs, metas)]
     stack = {"store": embedded_store_url(args)}
+    if selection is not None:  # only the families the metrics asked for need start (no model otherwise)
+        from gateway.card.metrics import families_for
+
+        stack["families"] = families_for(selection, plugins=not args.no_plugins)
     if args.workers is not None:
         stack["workers"] = args.workers
+    elif not args.gateway and stack.get("families") == ("surface",):
+        from services.workers import WORKERS_ENV  # the embedded stack's side, loaded for it anyway
+
+        if not os.environ.get(WORKERS_ENV):
+            # sacreBLEU's metrics alone: compiled statistics (2.5 s of CPU for
+            # 10,000 entries); worker processes would add their start-up.
+            stack["workers"] = 0
+    cards, comparisons = [], []
     with gateway_client(args, **stack) as client:
-        bar = ProgressBar(len(request.corpus.entries))
-        try:
-            card = client.send_evaluation(request, bar.update)
-        except InvalidArgument as error:
-            message = locate_invalid(error.details, corpus_path, predictions, meta_path, glossary_path,
-                                     language_flags(args.source_lang, args.target_lang))
-            raise CliError(message, EXIT_INVALID_INPUT) from None
-        finally:
-            bar.close()
-    write_json(card, args.out)
+        for name, request, predictions, (_, meta_path) in zip(names, requests, runs, metas):
+            cards.append(_scored(client, request, name if len(names) > 1 else "scoring", corpus_path, predictions,
+                                 meta_path, glossary_path, language_flags(args.source_lang, args.target_lang)))
+        for card in cards[1:]:
+            comparisons.append(client.compare(_side(cards[0]), _side(card), method=args.paired or BOOTSTRAP,
+                                              seed=args.seed, resamples=args.resamples or 0))
+    for card, out in zip(cards, outs):
+        if out:
+            Path(out).write_text(json_text(card) + "\n", encoding="utf-8")
+    _print_evaluation(args, names, cards, comparisons, outs)
     return 0
+
+
+def _scored(client: Client, request, name: str, corpus_path, predictions: PredictionFile, meta_path,
+            glossary_path, flags: dict) -> dict:
+    """One system's card; an error the gateway finds in it pointed at its
+    file and line, or at the language flag (`flags`) that named the value."""
+    bar = ProgressBar(len(request.corpus.entries), desc=name)
+    try:
+        return client.send_evaluation(request, bar.update)
+    except InvalidArgument as error:
+        message = locate_invalid(error.details, corpus_path, predictions, meta_path, glossary_path, flags)
+        raise CliError(message, EXIT_INVALID_INPUT) from None
+    finally:
+        bar.close()
+
+
+def _print_evaluation(args, names: list[str], cards: list[dict], comparisons: list[dict],
+                      outs: list[str | None]) -> None:
+    """The summary (or with --json the machine form) on stdout; with
+    --json, where the runs went on stderr."""
+    keep = (lambda card: card) if args.entries else _without_entries
+    if args.json:
+        if len(cards) == 1:
+            write_json(keep(cards[0]), None)
+        else:
+            write_json({"runs": [{"name": name, **keep(card)} for name, card in zip(names, cards)],
+                        "comparisons": [{"baseline": names[0], "system": name, **comparison}
+                                        for name, comparison in zip(names[1:], comparisons)]}, None)
+        emit(_run_lines(args, names, cards, outs), sys.stderr)
+        return
+    style = Style(sys.stdout)
+    if len(cards) == 1:
+        lines = card_summary(cards[0], style)
+    else:
+        lines = [style.bold(f"{len(cards)} systems · {heading(cards[0], run=False)}")]
+        lines += comparison_table(names, cards, comparisons, style)
+        lines += warning_lines(_systems_warnings(names, cards, comparisons), style)
+    emit(lines + _run_lines(args, names, cards, outs))
+
+
+def _systems_warnings(names: list[str], cards: list[dict], comparisons: list[dict]) -> list[str]:
+    """Every system's warnings once, each naming the systems it is about
+    unless it is about them all, then the comparisons'."""
+    about: dict[str, list[str]] = {}
+    for name, card in zip(names, cards):
+        for warning in dict.fromkeys(card.get("warnings") or []):
+            about.setdefault(warning, []).append(name)
+    warnings = [warning if len(who) == len(names) else f"{warning} ({', '.join(who)})"
+                for warning, who in about.items()]
+    for name, comparison in zip(names[1:], comparisons):
+        warnings += [f"{names[0]} vs {name}: {warning}" for warning in comparison.get("warnings") or []]
+    return warnings
 
 
 def cmd_compare(args) -> int:
     _check_run_options(args)
     sides = []
     for text in (args.baseline, args.system):
-        # A run card file, or else the id of a stored run.
-        if Path(text).is_file():
+        found = card_file_or_run_id(text)  # a run card file, or else a stored run's id
+        if isinstance(found, Path):
             try:
-                sides.append(load_run_card_for_compare(Path(text)))
+                sides.append(load_run_card_for_compare(found))
             except InputError as error:
                 raise CliError(str(error), EXIT_INVALID_INPUT) from None
         else:
-            sides.append(text)
+            sides.append(found)
     with reading_client(args, store=any(isinstance(side, str) for side in sides)) as client:
         comparison = client.compare(*sides, method=args.method, seed=args.seed, resamples=args.resamples or 0)
-    write_json(comparison, args.out)
+    if args.out:
+        write_json(comparison, args.out)
+    if args.json:
+        write_json(comparison, None)
+    else:
+        emit(comparison_summary(comparison, args.baseline, args.system, Style(sys.stdout)))
+        if args.out:
+            print(f"comparison written to {args.out}")
     return 0
 
 
@@ -197,5 +388,8 @@ def cmd_describe(args) -> int:
         # The written cards, and how any other language is scored.
         description = {"languages": description.get("languages", []),
                        "generic_card": description.get("generic_card", "")}
-    write_json(description, None)
+    if args.json or args.languages:
+        write_json(description, None)
+    else:
+        emit(description_summary(description, Style(sys.stdout)))
     return 0

@@ -7,11 +7,16 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from champollion.apps.cli.common import EXIT_INVALID_INPUT, CliError, number, reading_client, write_json
+from champollion.apps.cli.common import (
+    EXIT_INVALID_INPUT,
+    CliError,
+    card_file_or_run_id,
+    number,
+    reading_client,
+    write_json,
+)
 from champollion.apps.client import Client, row_flags
-from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
 from champollion.apps.inputs import InputError, load_corpus, load_predictions, load_run_card
-from champollion.apps.meta_eval import TABLE_HEADERS, MetaEvalError, match_systems, meta_evaluate, table_rows
 
 
 def cmd_runs(args) -> int:
@@ -29,17 +34,28 @@ def cmd_runs(args) -> int:
 
 
 def cmd_show(args) -> int:
+    if args.entries and not args.json:
+        raise CliError("--entries: with --json (the summary shows no entries; --out writes them all)",
+                       EXIT_INVALID_INPUT)
+    from champollion.apps.cli.output import Style, card_summary, emit  # the metric table: not for `runs`
+
     with reading_client(args) as client:
         card = client.show(args.run_id)
-    write_json(card, args.out)
+    if args.out:
+        write_json(card, args.out)
+    if args.json:
+        write_json(card if args.entries else {key: value for key, value in card.items() if key != "entries"}, None)
+    else:
+        emit(card_summary(card, Style(sys.stdout)) + ([f"run card written to {args.out}"] if args.out else []))
     return 0
 
 
 def _cards(args, given: list[str]) -> dict[str, dict]:
     """Each CARD_OR_RUN_ID's full run card: an existing file is a run card
     JSON, anything else a stored run's id (read through the gateway)."""
+    found = {text: card_file_or_run_id(text) for text in given}
     try:
-        cards = {text: load_run_card(Path(text)) for text in given if Path(text).is_file()}
+        cards = {text: load_run_card(path) for text, path in found.items() if isinstance(path, Path)}
     except InputError as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
     run_ids = [text for text in given if text not in cards]
@@ -88,6 +104,9 @@ def cmd_report(args) -> int:
 def cmd_meta_eval(args) -> int:
     """Agreement of each metric of the given run cards with human judgments
     (champollion/apps/meta_eval.py)."""
+    from champollion.apps.meta_eval import TABLE_HEADERS, MetaEvalError, match_systems, meta_evaluate, table_rows
+    from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
+
     if args.resamples < 0:
         raise CliError("--resamples: must be 0 (no intervals) or more", EXIT_INVALID_INPUT)
     names = {}
@@ -137,9 +156,10 @@ def cmd_leaderboard(args) -> int:
     print(_board_title(board, args))
     print(tabulate(
         [[row["rank"], row["model_slug"], number(row["composite_score"]), number(row["chrf_plus_plus"]),
-          number(row["cost_per_entry_usd"]), number(row["cost_adjusted"]), ", ".join(row_flags(row))]
+          number(row["corpus_bleu"]), number(row["ter"]), number(row["cost_per_entry_usd"]),
+          number(row["cost_adjusted"]), ", ".join(row_flags(row))]
          for row in board.rows],
-        headers=["rank", "model", "composite", "chrF++", "cost/entry", "cost_adjusted", "flags"],
+        headers=["rank", "model", "composite", "chrF++", "BLEU", "TER", "cost/entry", "cost_adjusted", "flags"],
         disable_numparse=True,
     ))
     if args.limit and len(board.rows) == args.limit:

@@ -83,15 +83,42 @@ def dataset_id(src: str, refs: list[str]) -> str:
     return Path(names[0]).stem or names[0]
 
 
+def system_names(files: list[str]) -> list[str]:
+    """A name for each system's file: the dot-separated pieces that set it
+    apart from the others (`Facebook-AI` and `happypoet` for
+    `newstest2021.en-de.hyp.Facebook-AI.de` and `...hyp.happypoet.de`), or
+    for one file its name without its last suffix; `stdin` for `-`."""
+    parts = [Path(name).name.split(".") for name in files if name != STDIN]
+    if len(parts) < 2:
+        names = iter([".".join(p[:-1]) if len(p) > 1 else p[0] for p in parts])
+    else:
+        shortest = min(len(p) for p in parts)
+        lead = next((i for i in range(shortest) if len({tuple(p[:i + 1]) for p in parts}) > 1), shortest)
+        tail = next((i for i in range(shortest - lead) if len({p[len(p) - 1 - i] for p in parts}) > 1),
+                    shortest - lead)
+        names = iter([".".join(p[lead:len(p) - tail]) or ".".join(p) for p in parts])
+    return ["stdin" if name == STDIN else next(names) for name in files]
+
+
 def load_plain_text_run(src: str, refs: list[str], hyp: str, source_lang: str,
                         target_lang: str) -> tuple[gateway_pb2.Corpus, PredictionFile]:
+    """The corpus and predictions of one hypothesis file (load_plain_text_runs)."""
+    corpus, (predictions,) = load_plain_text_runs(src, refs, [hyp], source_lang, target_lang)
+    return corpus, predictions
+
+
+def load_plain_text_runs(src: str, refs: list[str], hyps: list[str], source_lang: str,
+                         target_lang: str) -> tuple[gateway_pb2.Corpus, list[PredictionFile]]:
     """The corpus (entries `line-1`, `line-2`, ...; the first reference file
     gives each entry's primary reference, the others its extra references)
-    and the predictions (line N of `hyp`; a blank line is an empty output).
-    `-` names standard input, for at most one of the files."""
+    and, per hypothesis file (a system each), the predictions (line N of
+    the file; a blank line is an empty output). `-` names standard input,
+    for at most one of the files."""
     if not refs:
         raise InputError("--ref: at least one reference file is required")
-    names = [src, *refs, hyp]
+    if not hyps:
+        raise InputError("--hyp: at least one hypothesis file is required")
+    names = [src, *refs, *hyps]
     if names.count(STDIN) > 1:
         raise InputError("`-` (standard input) given for more than one file; at most one can be read from it")
     for name, flag in ((source_lang, "--source-lang"), (target_lang, "--target-lang")):
@@ -101,8 +128,8 @@ def load_plain_text_run(src: str, refs: list[str], hyp: str, source_lang: str,
     if not sources:
         raise InputError(f"{_display(src)}: empty: no segment to score")
     references = [read_segments(name) for name in refs]
-    hypotheses = read_segments(hyp)
-    for name, segments in (*zip(refs, references), (hyp, hypotheses)):
+    hypotheses = [read_segments(name) for name in hyps]
+    for name, segments in (*zip(refs, references), *zip(hyps, hypotheses)):
         if len(segments) != len(sources):
             raise InputError(f"{_display(name)} has {len(segments)} lines but {_display(src)} has {len(sources)}: "
                              "every file needs one line per segment")
@@ -113,8 +140,11 @@ def load_plain_text_run(src: str, refs: list[str], hyp: str, source_lang: str,
     for index, source in enumerate(sources):
         corpus.entries.add(id=entry_id(index + 1), source=source, reference=references[0][index],
                            extra_references=[stream[index] for stream in references[1:]])
-    predictions = PredictionFile(Path(_display(hyp)))
-    for index, hypothesis in enumerate(hypotheses):
-        predictions.predictions.append(gateway_pb2.Prediction(id=entry_id(index + 1), prediction=hypothesis))
-        predictions.lines.append(index + 1)
-    return corpus, predictions
+    runs = []
+    for hyp, lines in zip(hyps, hypotheses):
+        predictions = PredictionFile(Path(_display(hyp)))
+        for index, hypothesis in enumerate(lines):
+            predictions.predictions.append(gateway_pb2.Prediction(id=entry_id(index + 1), prediction=hypothesis))
+            predictions.lines.append(index + 1)
+        runs.append(predictions)
+    return corpus, runs

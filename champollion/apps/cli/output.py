@@ -1,0 +1,251 @@
+"""What the commands print for people: a run card's summary (evaluate, show),
+several systems' paired comparison as one table (evaluate with several
+--hyp), a comparison (compare) and a description (describe). The machine
+form of each is `--json`.
+
+Colour only on a terminal, and never with $NO_COLOR set (no-color.org)."""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from tabulate import tabulate
+
+from gateway.card.metrics import METRICS
+
+# At most this many warnings are printed; the card keeps them all.
+WARNINGS_SHOWN = 12
+# Metrics named on the "not requested" line; more are counted.
+NAMES_LISTED = 6
+# A stored run is named by this many characters of its id (any 6 or more do).
+SHORT_ID = 12
+TIER_NOTE = "heuristic"
+
+
+class Style:
+    """ANSI styles for a stream, or none: off when it is not a terminal or
+    $NO_COLOR is set (to anything), or $TERM is dumb."""
+
+    def __init__(self, stream=None):
+        stream = stream if stream is not None else sys.stdout
+        self.on = (hasattr(stream, "isatty") and stream.isatty() and "NO_COLOR" not in os.environ
+                   and os.environ.get("TERM") != "dumb")
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.on and text else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def warn(self, text: str) -> str:
+        return self._wrap("33", text)
+
+    def good(self, text: str) -> str:
+        return self._wrap("32", text)
+
+
+def value_text(metric_id: str, value) -> str:
+    """A metric value as printed: sacreBLEU's percentages (chrF++, BLEU,
+    TER) with two decimals, rates and scores with four."""
+    if value is None:
+        return "-"
+    row = METRICS.get(metric_id)
+    return f"{value:.2f}" if row is not None and row.scale == 100.0 else f"{value:.4f}"
+
+
+def interval_text(metric_id: str, interval) -> str:
+    if not interval:
+        return ""
+    return f"[{value_text(metric_id, interval['ci_lower'])}, {value_text(metric_id, interval['ci_upper'])}]"
+
+
+def dedupe(warnings: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(warnings))
+
+
+def _requested(card: dict) -> set[str] | None:
+    requested = card.get("requested") or []
+    return set(requested) if requested else None
+
+
+def heading(card: dict, run: bool = True) -> str:
+    """The corpus a card is on; with `run`, the run's model and condition."""
+    dataset = card.get("dataset") or {}
+    scores = card.get("scores") or {}
+    parts = [dataset.get("id") or "?", dataset.get("language_pair") or "?",
+             f"version {(dataset.get('version') or '?')[:SHORT_ID]}", f"{scores.get('total', 0)} entries"]
+    if scores.get("errors"):
+        parts.append(f"{scores['errors']} failed")
+    if run and card.get("model_slug"):
+        parts.append(f"model {card['model_slug']}")
+    if run and card.get("condition"):
+        parts.append(card["condition"])
+    return " · ".join(parts)
+
+
+def _composite_line(card: dict) -> str:
+    scores = card.get("scores") or {}
+    coverage = card.get("composite_coverage") or {}
+    intervals = scores.get("confidence_intervals") or {}
+    composite = scores.get("composite")
+    text = f"composite {'-' if composite is None else f'{composite:.4f}'}"
+    if intervals.get("composite"):
+        text += f" {interval_text('composite', intervals['composite'])}"
+    text += f" · tier {scores.get('quality_tier', '-')} ({TIER_NOTE})"
+    weights, missing = coverage.get("weights") or {}, coverage.get("missing") or []
+    not_requested = coverage.get("not_requested") or []
+    text += f" · coverage: profile {coverage.get('profile', '?')}, {len(weights)} of {len(weights) + len(missing)} metrics"
+    absent = [metric for metric in missing if metric not in not_requested]
+    notes = ([f"missing {', '.join(absent)}"] if absent else []) + (
+        [f"{len(not_requested)} not requested"] if not_requested else [])
+    return text + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def card_summary(card: dict, style: Style, warnings_shown: int = WARNINGS_SHOWN) -> list[str]:
+    """A run card in at most about 40 lines: the run, each metric with a
+    value (value, 95% CI, signature), the metrics without one, composite,
+    tier and coverage, then the warnings, each once."""
+    scores = card.get("scores") or {}
+    intervals = scores.get("confidence_intervals") or {}
+    signatures = card.get("signatures") or {}
+    requested = _requested(card)
+    rows, null, not_requested = [], [], []
+    for metric_id in METRICS:
+        value = scores.get(metric_id)
+        if value is None:
+            (not_requested if requested is not None and metric_id not in requested else null).append(metric_id)
+            continue
+        label = metric_id
+        if metric_id == "comet_score" and scores.get("comet_model"):
+            label += f" ({scores['comet_model']})"
+        rows.append([label, value_text(metric_id, value), interval_text(metric_id, intervals.get(metric_id)),
+                     style.dim(signatures.get(metric_id, ""))])
+    lines = [style.bold(heading(card))]
+    if rows:
+        table = tabulate(rows, headers=["metric", "value", "95% CI", "signature"], tablefmt="simple",
+                         disable_numparse=True)
+        lines += [line.rstrip() for line in table.splitlines()]
+    if not_requested:
+        lines.append(f"not requested: {', '.join(not_requested)}" if len(not_requested) <= NAMES_LISTED else
+                     f"not requested: {len(not_requested)} other metrics (see `--metrics`)")
+    if null:
+        lines.append(f"null: {', '.join(null)} (see warnings)")
+    lines.append(style.bold(_composite_line(card)))
+    lines += warning_lines(card.get("warnings") or [], style, warnings_shown)
+    return lines
+
+
+def warning_lines(warnings: Sequence[str], style: Style, shown: int = WARNINGS_SHOWN,
+                  not_requested_too: bool = False) -> list[str]:
+    """The warnings, each once; those that only say which metrics a run did
+    not ask for are left out (the summary lists those metrics)."""
+    unique = [warning for warning in dedupe(warnings) if not_requested_too or ": not requested: " not in warning]
+    if not unique:
+        return []
+    lines = [style.warn(f"warnings ({len(unique)}):")]
+    lines += [f"  {style.warn('!')} {warning}" for warning in unique[:shown]]
+    if len(unique) > shown:
+        lines.append(f"  ... {len(unique) - shown} more in the run card's warnings")
+    return lines
+
+
+def short_id(run_id: str) -> str:
+    return run_id[:SHORT_ID]
+
+
+# --- several systems: the paired comparison table ------------------------------
+
+def _cell(metric_id: str, card: dict) -> str:
+    scores = card.get("scores") or {}
+    value = scores.get(metric_id)
+    interval = (scores.get("confidence_intervals") or {}).get(metric_id)
+    text = value_text(metric_id, value)
+    return f"{text} {interval_text(metric_id, interval)}" if interval else text
+
+
+def comparison_table(names: Sequence[str], cards: Sequence[dict], comparisons: Sequence[dict],
+                     style: Style) -> list[str]:
+    """The systems as sacreBLEU's --paired-bs / --paired-ar print them: the
+    baseline first, then each system with its p-value against the baseline
+    under each value (* where significant)."""
+    compared = [metric for metric in (*METRICS, "composite")
+                if any(metric in comparison["metrics"] for comparison in comparisons)]
+    headers = ["system", *(_column(metric) for metric in compared)]
+    rows = [[f"Baseline: {names[0]}", *(_cell(metric, cards[0]) for metric in compared)]]
+    for name, card, comparison in zip(names[1:], cards[1:], comparisons):
+        rows.append([name, *(_cell(metric, card) for metric in compared)])
+        tests = comparison["metrics"]
+        rows.append(["", *(_p_text(tests.get(metric)) for metric in compared)])
+    table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True,
+                     colalign=("left", *("center",) * len(compared)))
+    test = comparisons[0]["test"] if comparisons else {}
+    method = {"bs": "paired bootstrap", "ar": "paired approximate randomization"}.get(test.get("method"), "")
+    samples = "resamples" if test.get("method") == "bs" else "trials"
+    rule = "p < 0.05 and the difference's 95% CI excludes 0" if test.get("method") == "bs" else \
+        "p < 0.05 and a non-zero difference"
+    lines = [line.rstrip() for line in table.splitlines()]
+    lines.append(style.dim(f"values: the run's value [95% bootstrap CI]; (p = ...): {method} against the baseline, "
+                           f"{test.get('samples')} {samples}, seed {test.get('seed')}; * significant: {rule}"))
+    return lines
+
+
+def _column(metric_id: str) -> str:
+    return metric_id if metric_id not in METRICS or METRICS[metric_id].scale != 100.0 else \
+        {"chrf_plus_plus": "chrF++", "bleu": "BLEU", "ter": "TER"}.get(metric_id, metric_id)
+
+
+def _p_text(test: dict | None) -> str:
+    if not test:
+        return "(no test)"
+    return f"(p = {test['p_value']:.4f}){'*' if test['significant'] else ''}"
+
+
+# --- compare ----------------------------------------------------------------------
+
+def comparison_summary(comparison: dict, baseline: str, system: str, style: Style) -> list[str]:
+    """`compare`'s table: per metric both values, the difference, its CI
+    (bs), the p-value and the verdict."""
+    test = comparison.get("test") or {}
+    order = [*METRICS, "composite"]
+    rows = []
+    for metric_id in sorted(comparison.get("metrics") or {}, key=lambda m: order.index(m) if m in order else 99):
+        result = comparison["metrics"][metric_id]
+        rows.append([metric_id, value_text(metric_id, result["baseline"]), value_text(metric_id, result["system"]),
+                     f"{'+' if result['difference'] >= 0 else ''}{value_text(metric_id, result['difference'])}",
+                     interval_text(metric_id, result.get("difference_ci")), f"{result['p_value']:.4f}",
+                     style.good("yes") if result["significant"] else "no"])
+    method = {"bs": "paired bootstrap", "ar": "paired approximate randomization"}.get(test.get("method"), "?")
+    lines = [style.bold(f"{system} against {baseline} · corpus version "
+                        f"{(comparison.get('dataset_version') or '?')[:SHORT_ID]} · {method}, {test.get('samples')} "
+                        f"{'resamples' if test.get('method') == 'bs' else 'trials'}, seed {test.get('seed')}")]
+    table = tabulate(rows, headers=["metric", "baseline", "system", "difference", "95% CI of difference", "p",
+                                    "significant"], tablefmt="simple", disable_numparse=True)
+    lines += [line.rstrip() for line in table.splitlines()]
+    lines += warning_lines(comparison.get("warnings") or [], style)
+    return lines
+
+
+# --- describe ---------------------------------------------------------------------
+
+def description_summary(description: dict, style: Style) -> list[str]:
+    lines = [style.bold(f"gateway {description.get('version', '?')}")]
+    rows = []
+    for family in description.get("families") or []:
+        metrics = ((family.get("description") or {}).get("metrics")) or []
+        status = "reachable" if family.get("reachable") else (family.get("error") or "unreachable")
+        rows.append([family["family"], status, family.get("address") or "", ", ".join(metrics)])
+    table = tabulate(rows, headers=["family", "status", "address", "metrics"], tablefmt="simple",
+                     disable_numparse=True)
+    lines += [line.rstrip() for line in table.splitlines()]
+    languages = description.get("languages") or []
+    lines.append(f"{len(languages)} languages: " + ", ".join(
+        f"{language['code']} ({language['profile']})" for language in languages))
+    return lines
+
+
+def emit(lines: Sequence[str], stream=None) -> None:
+    print("\n".join(lines), file=stream if stream is not None else sys.stdout)
