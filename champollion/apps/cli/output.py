@@ -113,7 +113,7 @@ def card_summary(card: dict, style: Style, warnings_shown: int = WARNINGS_SHOWN)
     intervals = scores.get("confidence_intervals") or {}
     signatures = card.get("signatures") or {}
     requested = _requested(card)
-    rows, null, not_requested = [], [], []
+    rows, signed, null, not_requested = [], [], [], []
     for metric_id in METRICS:
         value = scores.get(metric_id)
         if value is None:
@@ -122,13 +122,17 @@ def card_summary(card: dict, style: Style, warnings_shown: int = WARNINGS_SHOWN)
         label = metric_id
         if metric_id == "comet_score" and scores.get("comet_model"):
             label += f" ({scores['comet_model']})"
-        rows.append([label, value_text(metric_id, value), interval_text(metric_id, intervals.get(metric_id)),
-                     style.dim(signatures.get(metric_id, ""))])
+        rows.append([label, value_text(metric_id, value), interval_text(metric_id, intervals.get(metric_id))])
+        signed.append(signatures.get(metric_id, ""))
     lines = [style.bold(heading(card))]
     if rows:
-        table = tabulate(rows, headers=["metric", "value", "95% CI", "signature"], tablefmt="simple",
-                         disable_numparse=True)
-        lines += [line.rstrip() for line in table.splitlines()]
+        # The signature last, outside the table: its rule stays as wide as the numbers.
+        table = tabulate(rows, headers=["metric", "value", "95% CI"], tablefmt="simple", disable_numparse=True)
+        head, rule, *body = table.splitlines()
+        width = len(rule)
+        lines += [f"{head.ljust(width)}  signature", f"{rule}  ---------"]
+        lines += [f"{line.ljust(width)}  {style.dim(signature)}".rstrip() for line, signature in zip(body, signed)]
+    lines += _cost_and_speed(card)
     if not_requested:
         lines.append(f"not requested: {', '.join(not_requested)}" if len(not_requested) <= NAMES_LISTED else
                      f"not requested: {len(not_requested)} other metrics (see `--metrics`)")
@@ -137,6 +141,20 @@ def card_summary(card: dict, style: Style, warnings_shown: int = WARNINGS_SHOWN)
     lines.append(style.bold(_composite_line(card)))
     lines += warning_lines(card.get("warnings") or [], style, warnings_shown)
     return lines
+
+
+def _cost_and_speed(card: dict) -> list[str]:
+    """One line of what the run cost and how fast it went, when known."""
+    totals, scores = card.get("totals") or {}, card.get("scores") or {}
+    parts = []
+    if totals.get("total_cost_usd") is not None:
+        parts.append(f"cost ${totals['total_cost_usd']:.4g} ({totals.get('cost_per_entry_usd') or 0:.3g} an entry)")
+    if scores.get("avg_latency_seconds") is not None:
+        parts.append(f"latency {scores['avg_latency_seconds']:.3g} s average, "
+                     f"{scores.get('p95_latency_seconds') or 0:.3g} s p95")
+    if scores.get("tokens_per_second") is not None:
+        parts.append(f"{scores['tokens_per_second']:.3g} tokens/s")
+    return [" · ".join(parts)] if parts else []
 
 
 def warning_lines(warnings: Sequence[str], style: Style, shown: int = WARNINGS_SHOWN,
