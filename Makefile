@@ -104,6 +104,7 @@ bench: install
 	$(BIN)/python bench/native_equality.py
 	$(BIN)/python bench/paired_ar.py
 	$(BIN)/python bench/multi_reference.py
+	$(BIN)/python bench/cli_speed.py
 
 clean:
 	rm -rf $(VENV) champollion/eval build *.egg-info champollion/core/native/*.so
