@@ -45,6 +45,7 @@ from champollion.apps.inputs import (
     load_run_card_for_compare,
     locate_invalid,
 )
+from champollion.apps.inputs.corpus_table import TABLE_SUFFIXES
 from champollion.core.cards import UnknownLanguage, default_registry
 from champollion.core.language_tags import LANGUAGES_HINT
 from champollion.apps.inputs.plain_text import STDIN, load_plain_text_runs, system_names
@@ -91,6 +92,9 @@ def _check_run_options(args) -> None:
 
 
 _PLAIN_TEXT_FLAGS = ("--src", "--ref", "--hyp")
+# A corpus file's suffixes (predictions are JSON Lines): with --corpus-id, a
+# first file of these is a CORPUS given where the registered one is used.
+CORPUS_SUFFIXES = (".json", *TABLE_SUFFIXES)
 
 
 def _input_kind(args) -> str:
@@ -98,6 +102,9 @@ def _input_kind(args) -> str:
     (CORPUS PREDICTIONS...); refuses mixtures."""
     plain = [flag for flag, value in zip(_PLAIN_TEXT_FLAGS, (args.src, args.ref, args.hyp)) if value]
     if args.corpus_id and args.corpus:
+        if Path(args.corpus).suffix.lower() in CORPUS_SUFFIXES:
+            raise CliError("CORPUS with --corpus-id: the registered corpus's entries and languages are used",
+                           EXIT_INVALID_INPUT)
         args.corpus, args.predictions = None, [args.corpus, *args.predictions]  # `--corpus-id ID PREDICTIONS...`
     if plain:
         missing = [flag for flag in _PLAIN_TEXT_FLAGS if flag not in plain]
