@@ -2,9 +2,9 @@
 runs (runs, show, leaderboard, report, db upgrade), registered corpora, the
 corpus check and tokens. Every command that talks to a gateway does so through
 champollion.apps.client.Client. Modules: common (errors, the Client a command
-uses, stores), scoring (evaluate, compare, describe), stored (runs, show,
-leaderboard, report, meta-eval), corpora, corpus_check, admin (token, db),
-serve, parser;
+uses, stores), scoring (evaluate, compare, describe), output (what they print
+for people), stored (runs, show, leaderboard, report, meta-eval), corpora,
+corpus_check, admin (token, db), review, serve, parser;
 the entry point is here. The modules of the server side (the embedded stack,
 the store, the families) are imported only by a command that runs them."""
 from __future__ import annotations

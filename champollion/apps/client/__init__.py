@@ -292,7 +292,8 @@ class Client:
         return [plain_row(run) for run in self._call(lambda stub: stub.ListRuns(request, timeout=QUICK_CALL_S)).runs]
 
     def show(self, run_id: str) -> dict:
-        """A stored run card, entries included, as `evaluate` returned it."""
+        """A stored run card, entries included, as `evaluate` returned it
+        (`run_id`: the id or a unique prefix of 6 or more characters)."""
         return self._call(lambda stub: collect_run_card(
             stub.GetRun(gateway_pb2.GetRunRequest(run_id=run_id), timeout=LONG_CALL_S)))
 
@@ -303,10 +304,11 @@ class Client:
     def leaderboard_page(self, dataset: str, version: str | None = None, sort: str = "", ascending: bool = False,
                          all_submissions: bool = False, include_disqualified: bool = False,
                          official: bool = False, limit: int = 100) -> Leaderboard:
-        """The runs of one corpus version (the latest unless `version`),
-        ranked by `sort` (a spec §9.1 numeric column or cost_adjusted; empty:
-        composite_score), highest first unless `ascending`; at most `limit`
-        rows (0: all)."""
+        """The runs of one corpus version (the latest unless `version`: a
+        hash or a unique prefix of 6+ characters), ranked by `sort` (a spec
+        §9.1 numeric column, a run-card metric such as "bleu", or
+        cost_adjusted; empty: composite_score), highest first unless
+        `ascending`; at most `limit` rows (0: all)."""
         request = gateway_pb2.LeaderboardRequest(
             dataset_id=dataset, version=version, sort=sort, ascending=ascending, all_submissions=all_submissions,
             include_disqualified=include_disqualified, official=official, limit=limit)
