@@ -160,7 +160,7 @@ def test_a_submitter_evaluates_and_reads_the_leaderboard_from_the_cli(cli, guard
     board = cli("leaderboard", "--dataset", DATASET, "--gateway", guarded, "--json")
     assert board.exit_code == 0, board.stderr
     assert card["run_id"] in [row["run_id"] for row in json.loads(board.stdout)]
-    shown = cli("show", card["run_id"], "--gateway", guarded)
+    shown = cli("show", card["run_id"], "--gateway", guarded, "--json")
     assert shown.exit_code == 0 and json.loads(shown.stdout)["run_id"] == card["run_id"]
     # --token wins over the environment.
     monkeypatch.setenv("CHAMPOLLION_TOKEN", "not-a-token-of-this-gateway")

@@ -253,7 +253,7 @@ def test_a_disqualified_run_is_stored_but_not_on_the_leaderboard(cli, tmp_path, 
     assert set(rows) == {cards["clean"]["run_id"], cards["leaky"]["run_id"]}
     assert rows[cards["leaky"]["run_id"]]["disqualified"] is True
 
-    shown = cli("show", cards["leaky"]["run_id"], "--gateway", store_gateway)
+    shown = cli("show", cards["leaky"]["run_id"], "--gateway", store_gateway, "--json")
     assert json.loads(shown.stdout)["integrity"] == cards["leaky"]["integrity"]
 
 

@@ -206,7 +206,7 @@ def assert_corpus_level(card: dict, tier: str = "holdout") -> None:
 def test_cli_evaluates_by_corpus_id_with_the_same_scores(cli, open_gateway, predictions_file, client_sent,
                                                           run_card_validator):
     result = cli("evaluate", "--corpus-id", HOLDOUT, predictions_file, "--meta", EXAMPLE / "meta.json",
-                 "--glossary", EXAMPLE / "glossary.json", "--gateway", open_gateway)
+                 "--glossary", EXAMPLE / "glossary.json", "--gateway", open_gateway, "--json", "--entries")
     assert result.exit_code == 0, result.stderr
     card = json.loads(result.stdout)
     run_card_validator.validate(card)

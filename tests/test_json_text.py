@@ -75,7 +75,7 @@ def test_a_cards_entries_are_one_a_line_and_its_other_keys_indented_by_two():
 
 def test_evaluate_prints_a_card_with_its_entries_one_a_line(cli, stack):
     result = cli("evaluate", EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl", "--meta", EXAMPLE / "meta.json",
-                 "--gateway", stack.gateway_address)
+                 "--gateway", stack.gateway_address, "--json", "--entries")
     assert result.exit_code == 0, result.stderr
     card = json.loads(result.stdout)
     assert len(card["entries"]) == len(json.loads((EXAMPLE / "corpus.json").read_text(encoding="utf-8"))["entries"])

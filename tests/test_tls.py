@@ -144,7 +144,7 @@ def test_the_cli_evaluates_over_tls_with_a_token(cli, tls_gateway, certificates,
     run_card_validator.validate(card)
     # The family answered over TLS: the same surface scores as the session's plaintext stack.
     reference = cli("evaluate", EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl", "--meta",
-                    EXAMPLE / "meta.json", "--gateway", stack.gateway_address)
+                    EXAMPLE / "meta.json", "--gateway", stack.gateway_address, "--json")
     expected = json.loads(reference.stdout)["scores"]
     for metric in ("chrf_plus_plus", "bleu", "exact_match_rate", "ter"):
         assert card["scores"][metric] == expected[metric] is not None, metric

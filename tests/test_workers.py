@@ -58,7 +58,8 @@ def _differences(a, b, path: str = "") -> list[str]:
 
 def _example_card(cli, gateway_address: str) -> dict:
     result = cli("evaluate", EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl", "--meta", EXAMPLE / "meta.json",
-                 "--glossary", EXAMPLE / "glossary.json", "--batch-size", "5", "--gateway", gateway_address)
+                 "--glossary", EXAMPLE / "glossary.json", "--batch-size", "5", "--gateway", gateway_address, "--json",
+                 "--entries")
     assert result.exit_code == 0, result.stderr
     return json.loads(result.stdout)
 

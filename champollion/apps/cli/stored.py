@@ -46,7 +46,8 @@ def cmd_show(args) -> int:
     if args.json:
         write_json(card if args.entries else {key: value for key, value in card.items() if key != "entries"}, None)
     else:
-        emit(card_summary(card, Style(sys.stdout)) + ([f"run card written to {args.out}"] if args.out else []))
+        emit(card_summary(card, Style(sys.stdout)) +
+             [f"run {card['run_id']}" + (f"; run card written to {args.out}" if args.out else "")])
     return 0
 
 
