@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import textwrap
 
 from champollion import __version__
 from champollion.apps.cli.common import TOKEN_VARIABLE
@@ -20,6 +21,8 @@ from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED, DEFAULT_T
 from champollion.core.sampling import METHODS as COMPARE_METHODS
 
 DEFAULT_PORT = 50051
+# Columns a command's description is filled to (argparse's own default width).
+HELP_WIDTH = 78
 # Rows a leaderboard shows unless --limit says otherwise: the top of a board
 # of any size answers in about 0.1 s (bench/leaderboard.py).
 DEFAULT_BOARD_ROWS = 100
@@ -42,9 +45,11 @@ class _LazyCommands(argparse._SubParsersAction):
     closest flag they have."""
 
     def add_parser(self, name, define=None, examples: tuple[str, ...] = (), **kwargs):
-        if examples:
+        if examples:  # kept as written (argparse would join the lines); the description filled here
             kwargs["epilog"] = "examples:\n" + "\n".join(f"  {line}" for line in examples)
             kwargs["formatter_class"] = argparse.RawDescriptionHelpFormatter
+            if kwargs.get("description"):
+                kwargs["description"] = textwrap.fill(kwargs["description"], HELP_WIDTH)
         command = super().add_parser(name, **kwargs)
         command._define = define
         return command
@@ -100,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser(
         "evaluate", help="score one or several systems' translations and print a summary",
         description="Score a run (or several systems on one corpus) and print a summary: each metric with its "
-                    "95%% confidence interval and signature, the composite, tier and coverage, the warnings, and "
+                    "95% confidence interval and signature, the composite, tier and coverage, the warnings, and "
                     "the run id. Several systems are compared with the first by a paired test.",
         examples=(
             "champollion evaluate -s src.en -r ref.de -i hyp.de --source-lang eng --target-lang deu",
