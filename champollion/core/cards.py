@@ -274,11 +274,6 @@ def card_from_mapping(data: dict[str, Any], origin: str) -> LanguageCard:
     )
 
 
-def base_script(script: str) -> str:
-    """The ISO 15924 code of a card's script entry (`Latn-SRO` -> `Latn`)."""
-    return script.split("-", 1)[0]
-
-
 def canonical_tag(code: str, script: str) -> str:
     """The one form a run card records a language in: `fra_Latn`."""
     return f"{code}_{script}"

@@ -387,7 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
         decide.add_argument("--note", default="", help="why (kept in the stored run card)")
         decide.set_defaults(handler=_run_from("champollion.apps.cli.review", "cmd_review_decide"),
                             decision=decision)
-        _add_reading_options(decide, json_flag=False)
+        _add_reading_options(decide, json_help=None)
     held.set_defaults(handler=_run_from("champollion.apps.cli.review", "cmd_review_list"))
     _add_reading_options(held)
     return parser
