@@ -21,7 +21,7 @@ import pytest
 
 from champollion.apps.cli.output import Style, card_summary
 from champollion.apps.client import Client
-from tests.conftest import EXAMPLE, REPO
+from tests.conftest import EXAMPLE, REPO, run_cli
 from tests.test_bootstrap import degraded
 from tests.test_surface_corpus import synthetic_corpus
 
@@ -346,11 +346,9 @@ def two_runs(stack, tmp_path_factory) -> tuple[dict, dict]:
                                                                             or "").lower()}) + "\n"
                              for line in (EXAMPLE / "predictions.jsonl").read_text(encoding="utf-8").splitlines()),
                      encoding="utf-8")
-    from champollion.apps.cli import main
-
-    assert main(["evaluate", str(EXAMPLE / "corpus.json"), str(EXAMPLE / "predictions.jsonl"), str(lower),
-                 "--name", "ids-a", "ids-b", "-o", str(outs[0]), "--out", str(outs[1]),
-                 "--gateway", stack.gateway_address]) == 0
+    # run_cli puts back the session's logging set-up, which a command changes.
+    assert run_cli("evaluate", EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl", lower, "--name", "ids-a",
+                   "ids-b", "-o", outs[0], "--out", outs[1], "--gateway", stack.gateway_address) == 0
     return tuple(json.loads(out.read_text(encoding="utf-8")) | {"path": str(out)} for out in outs)
 
 
