@@ -441,6 +441,22 @@ def test_help_ends_with_examples(command):
     assert all(line.strip().startswith(f"champollion {command} ") for line in tail[1].splitlines())
 
 
+COMMANDS = ["evaluate", "serve", "compare", "up", "describe", "runs", "show", "meta-eval", "leaderboard", "report",
+            "db upgrade", "corpus register", "corpus list", "corpus retire", "corpus promote", "corpus sources",
+            "token new"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_commands_flags_are_built_when_it_runs(command, capsys):
+    """Those added only when their command is parsed (`up`, `meta-eval`) too."""
+    from champollion.apps.cli.parser import build_parser
+
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args([*command.split(), "--help"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: champollion {command} ")
+
+
 def test_out_on_every_command_that_writes_a_file():
     for command in ("evaluate", "compare", "show", "report", "leaderboard"):
         assert "-o " in champollion(command, "--help").stdout.replace("-o,", "-o "), command

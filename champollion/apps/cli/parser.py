@@ -420,7 +420,7 @@ def _define_meta_eval(meta_eval: argparse.ArgumentParser) -> None:
     meta_eval.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
     meta_eval.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
                            help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    _add_reading_options(meta_eval)
+    _add_reading_options(meta_eval, format_flag=False)  # its --format is the judgments'
 
 
 def _add_store_options(parser: argparse.ArgumentParser, purpose: str, no_store: bool = True) -> None:
@@ -444,17 +444,20 @@ def _add_access_options(parser: argparse.ArgumentParser) -> None:
                         help="reach --gateway over TLS, trusting the usual public CAs (no --tls-ca)")
 
 
-def _add_json_flag(parser: argparse.ArgumentParser, what: str) -> None:
-    """`--json` (one name on every command) and sacreBLEU's `-f json|text`."""
+def _add_json_flag(parser: argparse.ArgumentParser, what: str, format_flag: bool = True) -> None:
+    """`--json` (one name on every command) and sacreBLEU's `-f json|text`
+    (not where --format means something else: meta-eval's judgments)."""
     parser.add_argument("--json", action="store_true", help=what)
-    parser.add_argument("-f", "--format", dest="json", type=_output_format, default=argparse.SUPPRESS,
-                        metavar="{text,json}", help="as sacreBLEU's -f: json is --json, text the default")
+    if format_flag:
+        parser.add_argument("-f", "--format", dest="json", type=_output_format, default=argparse.SUPPRESS,
+                            metavar="{text,json}", help="as sacreBLEU's -f: json is --json, text the default")
 
 
-def _add_reading_options(parser: argparse.ArgumentParser, json_help: str | None = "JSON instead of a table") -> None:
+def _add_reading_options(parser: argparse.ArgumentParser, json_help: str | None = "JSON instead of a table",
+                         format_flag: bool = True) -> None:
     """The options of the commands that read stored runs."""
     parser.add_argument("--gateway", help="HOST:PORT of a running gateway (default: an embedded gateway over --store)")
     _add_store_options(parser, "the store to read", no_store=False)
     _add_access_options(parser)
     if json_help:
-        _add_json_flag(parser, json_help)
+        _add_json_flag(parser, json_help, format_flag)
