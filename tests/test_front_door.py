@@ -100,7 +100,7 @@ def test_the_summary_is_short_and_the_card_goes_whole_to_out(cli, stack, tmp_pat
     assert len(card["entries"]) == 200
     lines = result.stdout.splitlines()
     assert len(lines) <= 40, result.stdout
-    assert lines[0].startswith("summary-test · eng-spa · version ") and "model run" in lines[0]
+    assert lines[0].startswith(f"summary-test · {card['dataset']['language_pair']} · version ") and "model run" in lines[0]
     chrf = next(line for line in lines if line.startswith("chrf_plus_plus "))
     interval = card["scores"]["confidence_intervals"]["chrf_plus_plus"]
     assert f"{card['scores']['chrf_plus_plus']:.2f}" in chrf

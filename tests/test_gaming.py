@@ -402,7 +402,7 @@ def test_maintainers_clear_or_disqualify_held_runs(gateway, cli, token_files):
     with_disqualified = json.loads(cli("leaderboard", "--dataset", HOLDOUT, "--all-submissions", "--json",
                                        "--include-disqualified", *maintainer).stdout)
     assert {row["run_id"]: row["disqualified"] for row in with_disqualified}[disqualified] is True
-    card = json.loads(cli("show", cleared, *maintainer).stdout)
+    card = json.loads(cli("show", cleared, "--json", *maintainer).stdout)
     decision = card["integrity"]["review_reasons"][-1]
     assert card["integrity"]["review"] == "cleared" and card["integrity"]["disqualified"] is False
     assert decision.startswith("cleared by token 'maintainer' at ") and decision.endswith(": a fixed typo, not a probe")

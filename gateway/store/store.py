@@ -230,9 +230,7 @@ class RunStore:
         tokens were recorded)."""
         with self._connection() as connection:
             found = connection.execute(select(runs.c.corpus_tier, runs.c.submitted_by)
-                                       .where(runs.c.run_id == run_id)).first()
-        if found is None:
-            raise UnknownRun(run_id)
+                                       .where(runs.c.run_id == self._run_id(connection, run_id))).first()
         return found.corpus_tier, found.submitted_by
 
     # Submissions to secret-tier corpora (submissions.py; issue 26).
@@ -253,7 +251,8 @@ class RunStore:
     def review_run(self, run_id: str, decision: str, note: str = "", reviewer: str | None = None) -> dict:
         """Clears or disqualifies a held run (`decision`: clear, disqualify)."""
         with self._connection(write=True) as connection:
-            return submitted.review(connection, run_id, decision, note, reviewer, datetime.now(timezone.utc))
+            return submitted.review(connection, self._run_id(connection, run_id), decision, note, reviewer,
+                                    datetime.now(timezone.utc))
 
     def comparable_stats(self, run_id: str) -> tuple[dict, list[tuple[str, dict]]]:
         """What compare needs: the card without entries and each entry's
