@@ -16,7 +16,7 @@ FST_APT_PACKAGES = $(shell $(BIN)/python -m services.structural.analyzer_builds 
 EXTRA_APT_PACKAGES ?=
 STORE_APT_PACKAGES = postgresql  # the run store's tests start a throw-away server (tests/postgres.py)
 REPORT_APT_PACKAGES = chromium   # the HTML report's tests open it in headless Chromium (tests/test_report.py)
-NATIVE_APT_PACKAGES = g++        # builds the compiled sacreBLEU statistics (setup.py)
+NATIVE_APT_PACKAGES = g++        # builds the compiled sacreBLEU statistics and encoder products (setup.py)
 ICU_APT_PACKAGES = libicu-dev pkg-config  # PyICU (the [icu] extra) builds against them
 APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(REPORT_APT_PACKAGES) $(NATIVE_APT_PACKAGES) \
 	$(ICU_APT_PACKAGES) $(EXTRA_APT_PACKAGES)
@@ -56,12 +56,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade "pip>=24"
 	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
 	@# built with the package (g++ present): nothing for $(NATIVE_STAMP) to redo
-	@if $(BIN)/python -c "import champollion.core.native._stats" 2>/dev/null; then mkdir -p build && touch $(NATIVE_STAMP); fi
+	@if $(BIN)/python -c "import champollion.core.native._stats, champollion.core.native._matmul" 2>/dev/null; then mkdir -p build && touch $(NATIVE_STAMP); fi
 	touch $@
 
-# The compiled statistics: built with the package, rebuilt when their source
-# changes or once g++ is there (pip's editable install puts the module in place).
-$(NATIVE_STAMP): setup.py champollion/core/native/stats.cpp | $(STAMP)
+# The compiled modules: built with the package, rebuilt when their sources
+# change or once g++ is there (pip's editable install puts the modules in place).
+$(NATIVE_STAMP): setup.py champollion/core/native/stats.cpp champollion/core/native/matmul.cpp | $(STAMP)
 	$(MAKE) system-packages
 	$(BIN)/pip install --quiet --no-deps -e .
 	mkdir -p $(dir $@) && touch $@

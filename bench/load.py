@@ -8,8 +8,10 @@ Printed per server: successes, RESOURCE_EXHAUSTED answers (the gateway's
 admission refusing a run it cannot take now), every other status, p50/p95
 latency of the successful calls and of the refusals, peak memory (summed
 resident set of the server's process tree, sampled every 0.2 s from /proc),
-and whether every successful card is identical (less its run id and the
-store's count of runs sharing its fingerprint).
+and how many distinct cards the successful calls gave: 1 when every card is
+the same, byte for byte, less what differs between two evaluations of one
+run by design (champollion.core.run_card.reproducible_part: the run id, the
+store's count of runs sharing its fingerprint, warnings about time).
 
 Usage: python bench/load.py [--concurrency 200] [--copies 6] [--servers serve,up]
 """
@@ -37,7 +39,7 @@ import numpy as np  # noqa: E402
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
 from champollion.apps.launch.local_cluster import REPO, LocalCluster  # noqa: E402
 from champollion.core.serving import MAX_MESSAGE_BYTES  # noqa: E402
-from champollion.core.run_card import run_card_from_proto  # noqa: E402
+from champollion.core.run_card import reproducible_part, run_card_from_proto  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "eng-spa"
 CHANNEL_OPTIONS = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -60,9 +62,7 @@ def example_request(copies: int) -> gateway_pb2.EvaluateRequest:
 
 
 def comparable(card: dict) -> str:
-    card = {key: value for key, value in card.items() if key != "run_id"}
-    card["integrity"] = {k: v for k, v in card["integrity"].items() if k != "submissions_with_fingerprint"}
-    return json.dumps(card, sort_keys=True)
+    return json.dumps(reproducible_part(card), sort_keys=True)
 
 
 # -- memory of a process tree -----------------------------------------------------
@@ -201,7 +201,7 @@ def drive(name: str, concurrency: int, request) -> None:
     print(f"  latency of successes: {percentiles([s for st, s, _ in results if st == 'OK'])}; "
           f"of refusals: {percentiles([s for st, s, _ in results if st == 'RESOURCE_EXHAUSTED'])}")
     print(f"  memory of the server's processes: {idle_kb / 1024:.0f} MiB idle, peak {memory.peak_kb / 1024:.0f} MiB")
-    print(f"  successful cards identical: {len(cards) <= 1} ({len(cards)} distinct)")
+    print(f"  distinct cards among the successes: {len(cards)} (identical: {len(cards) <= 1})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ import pytest
 from champollion.eval.v1 import gateway_pb2_grpc
 from champollion.apps.launch.embedded import start_family, start_gateway
 from champollion.apps.launch.local_cluster import REPO, LocalCluster
-from champollion.core.run_card import run_card_from_proto
+from champollion.core.run_card import reproducible_part, run_card_from_proto
 from gateway.server.config import GatewayConfig
 from gateway.server.spill import RunSpill
 from gateway.server.spill import default_directory as default_spill_directory
@@ -28,16 +28,11 @@ from tests.test_fanout import DEADLINE_SECONDS, OverrunningFirstCalls
 from tests.test_multiprocess import evaluate as evaluate_at
 from tests.test_multiprocess import example_run
 
-# What legitimately differs between two runs of the same entries.
-RUN_SPECIFIC = ("run_id",)
-
 
 def comparable(card: dict) -> str:
-    """The card as canonical JSON, less what identifies this particular run:
-    its id and the store's count of runs sharing its fingerprint."""
-    card = {key: value for key, value in card.items() if key not in RUN_SPECIFIC}
-    card["integrity"] = {k: v for k, v in card["integrity"].items() if k != "submissions_with_fingerprint"}
-    return json.dumps(card, sort_keys=True)
+    """The card as canonical JSON, less what differs between two runs of the
+    same entries by design (champollion.core.run_card.reproducible_part)."""
+    return json.dumps(reproducible_part(card), sort_keys=True)
 
 
 def test_batch_size_does_not_change_a_single_bit_of_the_card(gateway):

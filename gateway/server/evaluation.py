@@ -26,6 +26,7 @@ from gateway.card.costs import compute_speed, compute_totals, cost_adjusted, run
 from gateway.card.identity import run_fingerprint
 from gateway.card.languages import SIGNATURE_KEY, language_card_notes
 from gateway.card.metrics import FAMILIES, FAMILY_SCORE_KEYS, SCORE_KEYS, WEIGHTS, families_for
+from champollion.core.run_card import SLOW_FAMILY_WARNING
 from gateway.server.config import GatewayConfig
 from gateway.server.fanout import FamilyClient, FanOut
 from gateway.server.intake import RunIntake
@@ -63,8 +64,7 @@ def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
         elif family in failures:
             warnings.append(f"family {family!r} failed ({failures[family]}): {keys} are null")
         elif family in slow:
-            warnings.append(f"family {family!r} was slow: a batch overran its call deadline and was sent "
-                            "once more; its scores are complete")
+            warnings.append(f"family {family!r} {SLOW_FAMILY_WARNING}")
     return warnings
 
 

