@@ -1,5 +1,5 @@
 """champollion.apps.client.Client against the session's embedded stack: the
-README's example as written, plain-data runs, truthful progress, errors
+docs/client.md's example as written, plain-data runs, truthful progress, errors
 that carry the gRPC status, and the CLI's progress bar."""
 import io
 import json
@@ -24,8 +24,8 @@ from tests.conftest import EXAMPLE, REPO
 
 
 def readme_example() -> str:
-    """The first ```python block under "## Python client"."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    """The first ```python block under "## Python client" (docs/client.md)."""
+    readme = (REPO / "docs" / "client.md").read_text(encoding="utf-8")
     section = readme.split("\n## Python client\n", 1)[1].split("\n## ", 1)[0]
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
 
@@ -39,7 +39,7 @@ def example_run():
 def test_the_readme_example_runs_as_written(stack, monkeypatch, capsys):
     monkeypatch.setenv("CHAMPOLLION_GATEWAY", stack.gateway_address)
     monkeypatch.chdir(REPO)
-    exec(compile(readme_example(), "README.md", "exec"), {})  # noqa: S102 - the README's code is what is tested
+    exec(compile(readme_example(), "docs/client.md", "exec"), {})  # noqa: S102 - the documented code is what is tested
     printed = capsys.readouterr().out
     corpus, _ = example_run()
     size = len(corpus["entries"])
