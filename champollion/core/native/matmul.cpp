@@ -13,7 +13,7 @@
 //
 // One path uses AVX2 and FMA where the CPU has them, the other plain C++'s
 // std::fma (correctly rounded, like the instruction): both give the same
-// bits (tests/test_embeddings.py compares them).
+// bits (tests/test_native_matmul.py holds both to the definition above).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
