@@ -30,7 +30,7 @@ from champollion.apps.client import Client, ClientError, InvalidSettings
 from champollion.apps.launch.embedded import EmbeddedStack
 from champollion.core.serving import ServerTls
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2, gateway_pb2_grpc
-from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.server.config import GatewayConfig
 from gateway.server.tokens import Token, TokenFile, new_token, token_hash, token_line
 from gateway.store import RunStore

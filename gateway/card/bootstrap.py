@@ -18,7 +18,6 @@ import numpy as np
 
 from gateway.card.composite import weighted_composite
 from gateway.card.corpus import NO_LABELS, corpus_value, values_from_sums
-from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED  # noqa: F401 (re-exported to the gateway)
 from gateway.card.metrics import CI_METRICS
 
 ALPHA = 0.05

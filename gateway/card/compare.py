@@ -8,11 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from champollion.core.sampling import BOOTSTRAP, METHODS, RANDOMIZATION
+from champollion.core.sampling import BOOTSTRAP, DEFAULT_RESAMPLES, DEFAULT_TRIALS, METHODS, RANDOMIZATION
 from champollion.eval.v1 import run_card_pb2
 from gateway.card.bootstrap import (
     ALPHA,
-    DEFAULT_RESAMPLES,
     missing_interval_warnings,
     percentile_interval,
     resampled_sums,
@@ -21,7 +20,7 @@ from gateway.card.bootstrap import (
 from gateway.card.composite import weighted_composite
 from gateway.card.corpus import corpus_value, values_from_sums
 from gateway.card.metrics import COMPARED_METRICS, METRICS
-from gateway.card.randomization import DEFAULT_TRIALS, randomization_p_value, shuffled_sums
+from gateway.card.randomization import randomization_p_value, shuffled_sums
 
 # Resamples (bs) or trials (ar) when none are asked for: sacreBLEU's defaults.
 DEFAULT_SAMPLES = {BOOTSTRAP: DEFAULT_RESAMPLES, RANDOMIZATION: DEFAULT_TRIALS}

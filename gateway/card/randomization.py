@@ -16,7 +16,6 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from champollion.core.sampling import DEFAULT_TRIALS  # noqa: F401 (re-exported to compare.py)
 
 # Memory for one chunk of masks (bools, then floats): bounded whatever the
 # corpus size.

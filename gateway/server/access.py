@@ -23,7 +23,7 @@ import grpc
 import structlog
 
 from champollion.core.tiers import SECRET_TIERS, is_secret
-from gateway.card.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED
+from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.compare import DEFAULT_SAMPLES
 from gateway.card.redaction import corpus_level
 from gateway.server.auth import MAINTAINER, MAINTAINER_TIERS, Caller, allows, may_use_tier

@@ -12,10 +12,9 @@ from itertools import count, islice
 from typing import AsyncIterator, Callable, Iterator
 
 from champollion.eval.v1 import run_card_pb2
+from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.bootstrap import (
     ALPHA,
-    DEFAULT_RESAMPLES,
-    DEFAULT_SEED,
     confidence_intervals,
     missing_interval_warnings,
 )

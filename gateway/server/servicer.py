@@ -15,7 +15,7 @@ import structlog
 from champollion import __version__
 from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
-from gateway.card.bootstrap import DEFAULT_SEED
+from champollion.core.sampling import DEFAULT_SEED
 from gateway.card.compare import BOOTSTRAP, DEFAULT_SAMPLES, METHODS, ComparableRun, CompareRefused, compare_runs
 from gateway.card.metrics import FAMILIES
 from champollion.core.addresses import is_loopback

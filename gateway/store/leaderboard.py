@@ -43,10 +43,6 @@ def sort_column(sort: str) -> str:
     return column
 
 
-def check_sort(sort: str) -> None:
-    sort_column(sort)
-
-
 def _version(connection: Connection, dataset_id: str, version: str, in_scope) -> str:
     """The stored corpus version `version` names (its hash or a unique
     prefix) among the dataset's runs; NothingStored lists the versions
