@@ -1,0 +1,63 @@
+"""The community review protocol (scoring spec §1.6, §5; seed 001 §4.3):
+what a reviewer is asked, the quality controls, and the bar a campaign must
+clear before a tier may read "community validated". One place for these
+numbers; docs/community-review.md explains them.
+
+A campaign shows a reviewer one source at a time with every system's output
+beside it (blind, shuffled). For each output the reviewer gives:
+- a direct-assessment score from 0 to 100, the reference hidden (WMT's
+  source-based DA);
+- error spans with a severity (ESA: minor or major), optional;
+- the spec's verdict: "usable as a draft with human review?" yes or no.
+"""
+from __future__ import annotations
+
+# Direct assessment's slider.
+DA_MIN, DA_MAX = 0, 100
+
+# ESA error-span severities.
+SEVERITIES = ("minor", "major")
+
+# Seed 001 §4.4: what a reviewer may flag a reference for.
+REFERENCE_FLAGS = {
+    "post_edited_mt": "post-edited machine translation",
+    "too_literal": "too literal: follows the source's wording, not the language's",
+    "learner_errors": "a learner's errors",
+    "one_reading": "only one reading of an ambiguous source",
+    "other": "other (see the note)",
+}
+
+# Task kinds: an item rated for the results, and the two WMT-style quality
+# controls placed later in the same reviewer's queue: the same item again
+# ("repeat": a reliable rater scores it about the same) and the item with one
+# output degraded ("control": a reliable rater scores it lower).
+RATE, REPEAT, CONTROL = "rate", "repeat", "control"
+TASK_KINDS = (RATE, REPEAT, CONTROL)
+
+# Campaign defaults.
+DEFAULT_OVERLAP = 3  # reviewers per item
+DEFAULT_ITEMS = 200
+REPEAT_SHARE = 0.1  # of a reviewer's rated items, shown again
+CONTROL_SHARE = 0.1  # of a reviewer's rated items, shown again with one output degraded
+
+# A rater is unreliable when its degraded outputs are not scored lower than
+# the same outputs intact: one-sided Wilcoxon signed-rank test, p >= this
+# (WMT's test and level). Fewer pairs than MIN_CONTROL_PAIRS: not judged.
+RELIABILITY_P = 0.05
+MIN_CONTROL_PAIRS = 5
+
+# The bar for "community validated" (spec §1.6: 200+ items rated by 3+
+# bilingual speakers; §5: the speakers agree the output is usable).
+MIN_REVIEWERS_PER_ITEM = 3
+MIN_ITEMS = 200
+# Krippendorff's alpha (interval, on the DA scores) at or above which the
+# raters agree: Krippendorff's own lowest limit for tentative conclusions.
+MIN_ALPHA = 0.667
+# An item is usable when most of its reviewers say so; the output is usable
+# when at least this share of its items are.
+MIN_USABLE_SHARE = 0.8
+
+# The heuristic tiers community review can confirm (spec §5: deployable or better).
+VALIDATABLE_TIERS = ("deployable", "fluent")
+VALIDATED_LABEL = "community validated"
+HEURISTIC_LABEL = "heuristic"
