@@ -20,7 +20,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from champollion.apps.launch.embedded import EmbeddedStack
-from gateway.server.auth import RPC_ROLES, caller_role
+from gateway.server.auth import ROLES, RPC_ROLES, caller_role
 from gateway.server.config import ConfigError
 from gateway.server.tokens import TokenFile, new_token, token_hash, token_line
 from tests.conftest import EXAMPLE
@@ -31,13 +31,15 @@ DATASET = "champollion-example-eng-spa"
 class Tokens:
     submitter = new_token()
     maintainer = new_token()
+    reviewer = new_token()
 
 
 def write_tokens_file(path) -> None:
     path.write_text("tokens:\n" + "".join(
         f"  {token_line(name, role, token)}\n"
         for name, role, token in (("platform-ci", "submitter", Tokens.submitter),
-                                  ("alice", "maintainer", Tokens.maintainer))), encoding="utf-8")
+                                  ("alice", "maintainer", Tokens.maintainer),
+                                  ("rater-1", "reviewer", Tokens.reviewer))), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +119,18 @@ def test_a_submitter_is_refused_the_maintainers_rpcs(channel):
     error = refusal(lambda: stub.CheckCorpus(gateway_pb2.CheckCorpusRequest(corpus_id="auth-dev"),
                                              metadata=bearer(Tokens.submitter), timeout=30))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED and "CheckCorpus" in error.details()
+
+
+def test_a_reviewer_calls_no_scoring_or_reading_rpc(channel):
+    """A reviewer's token is for the web front's review pages: every
+    Gateway RPC needs a submitter at least."""
+    stub = gateway_pb2_grpc.GatewayStub(channel)
+    assert min(RPC_ROLES.values(), key=ROLES.index) == "submitter"
+    for call in (lambda: stub.Describe(family_pb2.DescribeRequest(), metadata=bearer(Tokens.reviewer), timeout=10),
+                 lambda: stub.ListRuns(gateway_pb2.ListRunsRequest(), metadata=bearer(Tokens.reviewer), timeout=10)):
+        error = refusal(call)
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "needs the submitter role; token 'rater-1' has the reviewer role" in error.details()
 
 
 def test_gold_sources_are_for_maintainers_holdout_sources_for_submitters(channel):
@@ -231,7 +245,7 @@ GOOD = {"name": "ci", "role": "submitter", "sha256": "a" * 64}
     ({"tokens": [{**GOOD, "token": "plain"}]}, "tokens[0]: unknown field(s) token"),
     ({"tokens": [{**GOOD, "name": ""}]}, "tokens[0].name: required"),
     ({"tokens": [GOOD, {**GOOD, "sha256": "b" * 64}]}, "tokens[1].name: 'ci' is used by an earlier entry"),
-    ({"tokens": [{**GOOD, "role": "admin"}]}, "tokens[0].role: must be one of submitter, maintainer, got 'admin'"),
+    ({"tokens": [{**GOOD, "role": "admin"}]}, "tokens[0].role: must be one of reviewer, submitter, maintainer, got 'admin'"),
     ({"tokens": [{**GOOD, "sha256": "not-a-hash"}]}, "tokens[0].sha256: must be the 64-hex-digit SHA-256"),
     ({"tokens": [GOOD, {**GOOD, "name": "other"}]}, "tokens[1].sha256: the same token as an earlier entry"),
 ])

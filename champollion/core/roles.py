@@ -1,7 +1,10 @@
-"""The roles a gateway token carries (README "Access control"): a submitter
-evaluates and reads what a corpus's tier allows it; a maintainer also
-registers corpora and reads everything. Named here for the gateway's tokens
-file and the CLI's `token new` alike."""
+"""The roles a token carries (docs/integrity-and-access.md): a reviewer
+rates the outputs of the review campaigns it is named in (on the web front)
+and calls no scoring RPC; a submitter evaluates and reads what a corpus's
+tier allows it; a maintainer also registers corpora, runs campaigns and
+reads everything. Named here for the tokens file, the CLI's `token new` and
+the web front alike."""
 
+REVIEWER, SUBMITTER, MAINTAINER = "reviewer", "submitter", "maintainer"
 # Least privilege first: a role may do what every role before it may.
-ROLES = ("submitter", "maintainer")
+ROLES = (REVIEWER, SUBMITTER, MAINTAINER)

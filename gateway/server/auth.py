@@ -27,7 +27,7 @@ import grpc
 import structlog
 
 from champollion.eval.v1 import gateway_pb2
-from champollion.core.roles import ROLES
+from champollion.core.roles import MAINTAINER, ROLES, SUBMITTER
 from gateway.server.tokens import TokenFile
 
 log = structlog.get_logger()
@@ -38,7 +38,6 @@ __all__ = ["ROLES", "RPC_ROLES", "AccessControl", "Caller", "caller_name", "call
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
 # Services any caller may use without a token.
 OPEN_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection")
-SUBMITTER, MAINTAINER = ROLES
 
 # The one table of who may call what: the least role each Gateway RPC needs.
 # An RPC not listed needs a maintainer. Finer rules (gold corpora, private

@@ -47,6 +47,9 @@ class ScoredRun:
     # reads them afresh from the spill (the store and the answer both need
     # them), so the spill must stay open meanwhile.
     entry_results: Callable[[], Iterator[list[run_card_pb2.EntryResult]]]
+    # Each entry's prediction in corpus order (None: none sent), kept with
+    # the stored run for community review; read from the spill as above.
+    predictions: Callable[[], Iterator[str | None]] = lambda: iter(())
 
 
 def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
@@ -168,7 +171,7 @@ async def evaluate(
     card, composite = await asyncio.to_thread(_assemble_card, intake, spill, merged, warnings, seed, resamples)
     card["run_id"] = run_id
     return ScoredRun(card=card, entry_results=lambda: _entry_results(
-        spill, merged, answered, composite, batch_size, drop_equivalence, requested))
+        spill, merged, answered, composite, batch_size, drop_equivalence, requested), predictions=spill.predictions)
 
 
 def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics, warnings: list[str],

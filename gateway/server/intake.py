@@ -117,6 +117,11 @@ def _error_of(prediction: gateway_pb2.Prediction | None) -> str | None:
     return prediction.error if prediction.HasField("error") else None
 
 
+def _prediction_text(prediction: gateway_pb2.Prediction | None) -> str | None:
+    """The output as stored with the run (for community review), None without one."""
+    return prediction.prediction if prediction is not None and prediction.HasField("prediction") else None
+
+
 def _batch_entry(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Prediction | None) -> family_pb2.BatchEntry:
     """A missing or failed prediction becomes an empty output flagged
     `failed`: failing is never rewarded."""
@@ -279,7 +284,7 @@ class RunIntake:
         difficulty = entry.difficulty if entry.HasField("difficulty") else None
         # The spill hashes what the corpus version covers: every reference.
         self._spill.add_entry(self.tally.total, entry.id, version_reference(entry.reference, entry.extra_references),
-                              difficulty, _error_of(prediction))
+                              difficulty, _error_of(prediction), _prediction_text(prediction))
         self.contamination.add(entry.id, entry.source, entry.reference, *entry.extra_references)
         tally = self.tally
         tally.total += 1

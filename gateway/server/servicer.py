@@ -21,6 +21,8 @@ from gateway.card.metrics import FAMILIES
 from champollion.core.addresses import is_loopback
 from champollion.core.tiers import SECRET_TIERS
 from champollion.core.run_card import dict_to_message, run_card_to_proto
+from gateway.review.campaigns import CampaignRefused, CampaignRequest, create_campaign, results_of
+from gateway.review.protocol import DEFAULT_ITEMS, DEFAULT_OVERLAP
 from gateway.server import corpora
 from gateway.server.access import (
     CompareSide,
@@ -28,13 +30,8 @@ from gateway.server.access import (
     answer_view,
     budget_applies,
     check_compare,
-    check_listing,
-    check_read,
     check_sampling,
-    hidden_tiers,
     is_maintainer,
-    listed_row,
-    stored_view,
 )
 from gateway.server.admission import Admission
 from gateway.server.auth import current_caller
@@ -42,6 +39,7 @@ from gateway.server.config import GatewayConfig
 from gateway.server.evaluation import ScoredRun, evaluate
 from gateway.server.fanout import FamilyClient
 from gateway.server.intake import RunIntake
+from gateway.server.readings import leaderboard_for, run_for, runs_for
 from gateway.server.registered import CorpusRefused, refuse_registered_id, registered_run
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
@@ -55,6 +53,7 @@ from gateway.store import (
     NotHeld,
     RunStore,
     StoreError,
+    UnknownCampaign,
     UnknownCorpus,
     UnknownRun,
 )
@@ -298,49 +297,31 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                 "this gateway has no run store (start it with --store URL)")
         try:
             return await self.store.call(use)
-        except (UnknownRun, UnknownCorpus, NothingStored) as error:
+        except (UnknownRun, UnknownCorpus, NothingStored, UnknownCampaign) as error:
             await context.abort(grpc.StatusCode.NOT_FOUND, str(error))
         except CorpusConflict as error:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(error))
         except CheckGateRefused as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
-        except InvalidQuery as error:
+        except (InvalidQuery, CampaignRefused) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        except Refused as error:  # access.py's rules, applied in readings.py
+            await context.abort(error.code, str(error))
         except StoreError as error:
             await context.abort(grpc.StatusCode.UNAVAILABLE, one_line(error))
-
-    async def _check_listing(self, context, dataset_id: str | None, what: str) -> None:
-        """A listing of a registered corpus the caller may not read (gold:
-        maintainers only) is refused."""
-        caller = current_caller()
-        if dataset_id is None or is_maintainer(caller):
-            return
-        tier = await self._stored(context, lambda store: store.registered_tier(dataset_id))
-        try:
-            check_listing(caller, tier, dataset_id, what)
-        except Refused as error:
-            await context.abort(error.code, str(error))
 
     async def ListRuns(self, request, context):
         dataset_id = request.dataset_id if request.HasField("dataset_id") else None
         model_slug = request.model_slug if request.HasField("model_slug") else None
-        await self._check_listing(context, dataset_id, "ListRuns")
         caller = current_caller()
-        runs = await self._stored(context, lambda store: store.list_runs(dataset_id, model_slug,
-                                                                          hidden_tiers=hidden_tiers(caller)))
-        return gateway_pb2.ListRunsResponse(runs=[as_struct(listed_row(caller, run)) for run in runs])
+        runs = await self._stored(context, lambda store: runs_for(store, caller, dataset_id, model_slug))
+        return gateway_pb2.ListRunsResponse(runs=[as_struct(run) for run in runs])
 
     async def GetRun(self, request, context):
         caller = current_caller()
-        tier, _ = await self._stored(context, lambda store: store.run_access(request.run_id))
         # A gold corpus's runs are read by maintainers only; a holdout run
         # is read whole by maintainers, at corpus level by anyone else.
-        try:
-            check_read(caller, tier, "GetRun")
-        except Refused as error:
-            await context.abort(error.code, str(error))
-        card = await self._stored(context, lambda store: store.get_run(request.run_id))
-        card = stored_view(card, caller.role).card
+        card = (await self._stored(context, lambda store: run_for(store, caller, request.run_id))).card
         entries = card.pop("entries")
         yield gateway_pb2.EvaluateProgress(run_card=await asyncio.to_thread(run_card_to_proto, card))
         for start in range(0, len(entries), STORED_ENTRIES_PER_MESSAGE):
@@ -352,10 +333,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "dataset_id: required (the corpus id to rank runs of)")
         if request.limit < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "limit: must be 0 (every row) or positive")
-        await self._check_listing(context, request.dataset_id, "Leaderboard")
         caller = current_caller()
-        board = await self._stored(context, lambda store: store.leaderboard(
-            request.dataset_id,
+        board = await self._stored(context, lambda store: leaderboard_for(
+            store, caller, request.dataset_id,
             version=request.version if request.HasField("version") else None,
             sort=request.sort or "composite_score",
             descending=not request.ascending,
@@ -363,11 +343,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             include_disqualified=request.include_disqualified,
             official=request.official,
             limit=request.limit or None,
-            hidden_tiers=hidden_tiers(caller),
         ))
         return gateway_pb2.LeaderboardResponse(
             dataset_id=board["dataset_id"], corpus_version=board["corpus_version"] or "", sort=board["sort"],
-            rows=[as_struct(listed_row(caller, row)) for row in board["rows"]],
+            rows=[as_struct(row) for row in board["rows"]],
         )
 
     # Held runs (maintainers, by RPC_ROLES): gateway/server/submissions.py holds them.
@@ -389,6 +368,27 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         log.info("run_reviewed", family="gateway", run_id=request.run_id, decision=request.decision, token=reviewer)
         return gateway_pb2.ReviewRunResponse(run=as_struct(run))
+
+    # Community review campaigns (maintainers, by RPC_ROLES): gateway/review.
+
+    async def CreateCampaign(self, request, context):
+        campaign_request = CampaignRequest(
+            name=request.name, run_ids=list(request.run_ids), reviewers=list(request.reviewers),
+            items=request.items or DEFAULT_ITEMS, overlap=request.overlap or DEFAULT_OVERLAP,
+            seed=request.seed if request.HasField("seed") else DEFAULT_SEED,
+            reference_review=request.reference_review, created_by=current_caller().name)
+        campaign = await self._stored(context, lambda store: create_campaign(store, campaign_request))
+        log.info("campaign_created", family="gateway", campaign_id=campaign["campaign_id"],
+                 token=campaign_request.created_by)
+        return gateway_pb2.CampaignResponse(campaign=as_struct(campaign))
+
+    async def ListCampaigns(self, request, context):
+        campaigns = await self._stored(context, lambda store: store.list_campaigns())
+        return gateway_pb2.ListCampaignsResponse(campaigns=[as_struct(campaign) for campaign in campaigns])
+
+    async def CampaignResults(self, request, context):
+        campaign = await self._stored(context, lambda store: results_of(store, request.campaign_id))
+        return gateway_pb2.CampaignResponse(campaign=as_struct(campaign))
 
     # Registered corpora: the logic is gateway/server/corpora.py's.
 

@@ -33,7 +33,8 @@ CREATE TABLE entries (
     id TEXT NOT NULL UNIQUE,
     reference TEXT NOT NULL,
     difficulty INTEGER,
-    error TEXT
+    error TEXT,
+    prediction TEXT
 );
 CREATE TABLE responses (
     family TEXT NOT NULL,
@@ -119,12 +120,19 @@ class RunSpill:
     def has_entry(self, entry_id: str) -> bool:
         return self._db.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone() is not None
 
-    def add_entry(self, seq: int, entry_id: str, reference: str, difficulty: int | None, error: str | None) -> None:
-        self._db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?)", (seq, entry_id, reference, difficulty, error))
+    def add_entry(self, seq: int, entry_id: str, reference: str, difficulty: int | None, error: str | None,
+                  prediction: str | None = None) -> None:
+        self._db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)",
+                         (seq, entry_id, reference, difficulty, error, prediction))
 
     def entries(self) -> Iterator[tuple[str, int | None, str | None]]:
         """(id, difficulty, error) of every entry, in corpus order."""
         yield from self._db.execute("SELECT id, difficulty, error FROM entries ORDER BY seq")
+
+    def predictions(self) -> Iterator[str | None]:
+        """Each entry's prediction (None: the entry had none), in corpus order."""
+        for (prediction,) in self._db.execute("SELECT prediction FROM entries ORDER BY seq"):
+            yield prediction
 
     def corpus_version(self) -> str:
         """The same SHA-256 as gateway.card.identity.corpus_version (canonical JSON

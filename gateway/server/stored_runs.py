@@ -82,7 +82,9 @@ async def record_run(store: GatewayStore | None, scored: ScoredRun, submitted_by
         return
 
     def save(run_store: RunStore) -> int:
-        entries = ([entry_as_dict(entry) for entry in batch] for batch in scored.entry_results())
+        predictions = scored.predictions()
+        entries = ([{**entry_as_dict(entry), "prediction": next(predictions, None)} for entry in batch]
+                   for batch in scored.entry_results())
         return run_store.save_run(scored.card, entries, submitted_by, submission_id)
 
     started = time.perf_counter()

@@ -8,11 +8,13 @@ from gateway.store.errors import (
     InvalidQuery,
     NotHeld,
     StoreError,
+    UnknownCampaign,
     UnknownCorpus,
     UnknownRun,
+    UnknownTask,
 )
 from gateway.store.location import default_store_url
 from gateway.store.store import RunStore
 
 __all__ = ["SORT_COLUMNS", "BudgetSpent", "CheckGateRefused", "CorpusConflict", "InvalidQuery", "NotHeld", "RunStore",
-           "StoreError", "UnknownCorpus", "UnknownRun", "default_store_url"]
+           "StoreError", "UnknownCampaign", "UnknownCorpus", "UnknownRun", "UnknownTask", "default_store_url"]

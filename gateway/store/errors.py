@@ -69,3 +69,23 @@ class NothingStored(LookupError):
 
     def __str__(self) -> str:
         return self.args[0]
+
+
+class UnknownCampaign(LookupError):
+    """No review campaign has this id."""
+
+    def __init__(self, campaign_id: str):
+        super().__init__(f"no review campaign with id {campaign_id!r}")
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class UnknownTask(LookupError):
+    """A reviewer asked for a task that is not in its queue."""
+
+    def __init__(self, campaign_id: str, reviewer: str, position: int):
+        super().__init__(f"campaign {campaign_id!r} has no task {position} for reviewer {reviewer!r}")
+
+    def __str__(self) -> str:
+        return self.args[0]

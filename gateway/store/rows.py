@@ -68,6 +68,7 @@ def entry_row(run_id: str, position: int, entry: dict) -> dict:
         "error": entry.get("error"),
         "scores": entry.get("scores") or {},
         "stats": entry.get("stats") or {},
+        "prediction": entry.get("prediction"),
     }
 
 

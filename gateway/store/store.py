@@ -9,6 +9,7 @@ from sqlalchemy import Connection, func, insert, or_, select, text
 
 from gateway.store import corpora as registered
 from gateway.store import leaderboard as board
+from gateway.store import reviews
 from gateway.store import submissions as submitted
 from gateway.store.errors import UnknownCorpus, UnknownRun
 from gateway.store.location import database_errors, open_engine, parse_store_url
@@ -263,6 +264,76 @@ class RunStore:
                 select(run_entries.c.entry_id, run_entries.c.stats).where(run_entries.c.run_id == card["run_id"])
                 .order_by(run_entries.c.position)).all()
         return card, [(row.entry_id, row.stats) for row in rows]
+
+    # Community review (reviews.py; issue 28).
+
+    def save_campaign(self, campaign: dict, tasks: list[dict]) -> dict:
+        """Stores a campaign and every reviewer's queue in one transaction."""
+        with self._connection(write=True) as connection:
+            return reviews.save_campaign(connection, campaign, tasks, datetime.now(timezone.utc))
+
+    def campaign(self, campaign_id: str) -> dict:
+        with self._connection() as connection:
+            return reviews.campaign_info(connection, campaign_id)
+
+    def list_campaigns(self, reviewer: str | None = None) -> list[dict]:
+        with self._connection() as connection:
+            return reviews.list_campaigns(connection, reviewer)
+
+    def set_campaign_state(self, campaign_id: str, state: str) -> dict:
+        with self._connection(write=True) as connection:
+            return reviews.set_state(connection, campaign_id, state)
+
+    def reviewer_progress(self, campaign_id: str) -> dict[str, dict]:
+        with self._connection() as connection:
+            return reviews.reviewer_progress(connection, campaign_id)
+
+    def review_task(self, campaign_id: str, reviewer: str, position: int) -> dict:
+        with self._connection() as connection:
+            return reviews.task(connection, campaign_id, reviewer, position)
+
+    def review_task_systems(self, campaign_id: str, reviewer: str, position: int) -> list[str]:
+        with self._connection() as connection:
+            return reviews.task_systems(connection, campaign_id, reviewer, position)
+
+    def save_ratings(self, campaign_id: str, reviewer: str, position: int, ratings: dict[str, dict]) -> None:
+        with self._connection(write=True) as connection:
+            reviews.save_ratings(connection, campaign_id, reviewer, position, ratings, datetime.now(timezone.utc))
+
+    def campaign_ratings(self, campaign_id: str) -> list[dict]:
+        with self._connection() as connection:
+            reviews.campaign_info(connection, campaign_id)
+            return reviews.ratings(connection, campaign_id)
+
+    def campaigns_of_runs(self, run_ids: list[str]) -> dict[str, list[str]]:
+        with self._connection() as connection:
+            return reviews.campaigns_of_runs(connection, run_ids)
+
+    def run_predictions(self, run_id: str) -> dict[str, str | None]:
+        with self._connection() as connection:
+            return reviews.predictions(connection, self._run_id(connection, run_id))
+
+    def run_versions(self, run_ids: list[str]) -> dict[str, tuple[str, str, str | None]]:
+        """Run id -> (dataset id, corpus version, model slug); each id whole
+        or a unique prefix (UnknownRun otherwise)."""
+        with self._connection() as connection:
+            ids = {text: self._run_id(connection, text) for text in run_ids}
+            found = reviews.run_versions(connection, list(ids.values()))
+        return {ids[text]: found[ids[text]] for text in run_ids}
+
+    def flag_reference(self, corpus_id: str, version: str, entry_id: str, reviewer: str, flag: str, note: str,
+                       campaign_id: str | None = None) -> None:
+        with self._connection(write=True) as connection:
+            reviews.flag_reference(connection, corpus_id, version, entry_id, reviewer, flag, note, campaign_id,
+                                   datetime.now(timezone.utc))
+
+    def unflag_reference(self, corpus_id: str, version: str, entry_id: str, reviewer: str) -> None:
+        with self._connection(write=True) as connection:
+            reviews.unflag_reference(connection, corpus_id, version, entry_id, reviewer)
+
+    def reference_flags(self, corpus_id: str | None = None, version: str | None = None) -> list[dict]:
+        with self._connection() as connection:
+            return reviews.flags(connection, corpus_id, version)
 
     def close(self) -> None:
         self._engine.dispose()

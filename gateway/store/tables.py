@@ -88,6 +88,9 @@ run_entries = Table(
     Column("error", Text),
     Column("scores", JSON_DOCUMENT, nullable=False),
     Column("stats", JSON_DOCUMENT, nullable=False),  # what compare's bootstrap resamples
+    # The system's output (migration 0005), for community review; None for
+    # entries stored before, and for an entry that failed without one.
+    Column("prediction", Text),
 )
 
 for _name, _columns in INDEXES.items():
@@ -170,3 +173,61 @@ submissions = Table(
     Column("run_id", Text),  # set once the run is stored
 )
 Index("idx_submissions_token", submissions.c.token, submissions.c.corpus_version, submissions.c.created_at)
+
+# Community review (migration 0005; gateway/store/reviews.py): a campaign
+# over stored runs of one registered corpus version, each reviewer's queue of
+# tasks, a rating per task and system, and reviewers' flags on references.
+review_campaigns = Table(
+    "review_campaigns", metadata,
+    Column("campaign_id", Text, primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("corpus_id", Text, nullable=False),
+    Column("corpus_version", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("created_by", Text),  # the maintainer token's name
+    Column("state", Text, nullable=False),  # open, closed
+    # systems (run ids), reviewers, items, overlap, seed, reference_review, shares
+    Column("settings", JSON_DOCUMENT, nullable=False),
+)
+
+review_tasks = Table(
+    "review_tasks", metadata,
+    Column("campaign_id", Text, primary_key=True),
+    Column("reviewer", Text, primary_key=True),  # a token's name
+    Column("position", Integer, primary_key=True),  # place in the reviewer's queue
+    Column("entry_id", Text, nullable=False),
+    Column("kind", Text, nullable=False),  # gateway/review/protocol.py TASK_KINDS
+    Column("systems", JSON_DOCUMENT, nullable=False),  # run ids in the order shown
+    Column("degraded", Text),  # a control task: the run whose output is shown degraded
+    Column("degraded_text", Text),  # ... and what is shown instead
+    Column("done_at", DateTime(timezone=True)),
+    ForeignKeyConstraint(["campaign_id"], ["review_campaigns.campaign_id"], ondelete="CASCADE",
+                         name="fk_review_tasks_campaign"),
+)
+
+review_ratings = Table(
+    "review_ratings", metadata,
+    Column("campaign_id", Text, primary_key=True),
+    Column("reviewer", Text, primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("system", Text, primary_key=True),  # run id
+    Column("score", REAL, nullable=False),  # direct assessment, 0-100
+    Column("usable", Boolean),  # usable as a draft with human review? None: not answered
+    Column("spans", JSON_DOCUMENT, nullable=False),  # ESA error spans: [{start, end, severity}]
+    Column("rated_at", DateTime(timezone=True), nullable=False),
+    ForeignKeyConstraint(["campaign_id", "reviewer", "position"],
+                         ["review_tasks.campaign_id", "review_tasks.reviewer", "review_tasks.position"],
+                         ondelete="CASCADE", name="fk_review_ratings_task"),
+)
+
+reference_flags = Table(
+    "reference_flags", metadata,
+    Column("corpus_id", Text, primary_key=True),
+    Column("corpus_version", Text, primary_key=True),
+    Column("entry_id", Text, primary_key=True),
+    Column("reviewer", Text, primary_key=True),  # one flag per reviewer and entry; flagged again: replaced
+    Column("flag", Text, nullable=False),  # gateway/review/protocol.py REFERENCE_FLAGS
+    Column("note", Text, nullable=False),
+    Column("campaign_id", Text),  # the campaign it was flagged in
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)

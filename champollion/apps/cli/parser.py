@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "in threads); 0 or 1: in threads")
     serve.add_argument("--auth", metavar="TOKENS.yaml",
                        help="the gateway asks every call for one of these tokens: "
-                            "tokens: [{name, role: submitter|maintainer, sha256}] (see `champollion token new`)")
+                            "tokens: [{name, role: reviewer|submitter|maintainer, sha256}] (see `champollion token new`)")
     serve.add_argument("--family-auth", metavar="TOKENS.yaml",
                        help="the families named with --family ask every call for a maintainer's token of this file "
                             "(the gateway sends its config's family_token_file)")
@@ -368,6 +368,29 @@ def build_parser() -> argparse.ArgumentParser:
         _add_reading_options(parser_, json_help={listing: "JSON instead of a table",
                                                  check: "the report as JSON"}.get(parser_))
 
+    web = commands.add_parser(
+        "web", help="the web front: live leaderboards, run and corpus pages, community review",
+        examples=("champollion web --store sqlite:///runs.sqlite",
+                  "champollion web --host 0.0.0.0 --store postgresql://champollion@db/champollion "
+                  "--auth tokens.yaml --secret-file session.key --tls-cert web.pem --tls-key web.key"))
+    web.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 in containers)")
+    web.add_argument("--port", type=int, default=8080)
+    _add_store_options(web, "the run store to read and write review campaigns in", no_store=False)
+    web.add_argument("--auth", metavar="TOKENS.yaml",
+                     help="visitors sign in with one of these tokens (the gateway's file format; reviewer, "
+                          "submitter and maintainer roles); without it every visitor is a maintainer")
+    web.add_argument("--insecure-open", action="store_true",
+                     help="serve without --auth on a non-loopback address (something else guards it)")
+    web.add_argument("--secret-file", metavar="FILE",
+                     help="the key that signs session cookies (else $CHAMPOLLION_WEB_SECRET, else a random one: "
+                          "sessions end at restart); replicas share it")
+    web.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (cookies then Secure)")
+    web.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    web.add_argument("--secure-cookie", action="store_true",
+                     help="mark cookies Secure (HTTPS ends at a proxy in front of this server)")
+    web.add_argument("--log-level", default="INFO")
+    web.set_defaults(handler=_run_from("champollion.apps.cli.web", "cmd_web"))
+
     token = commands.add_parser("token", help="API tokens for `serve --auth`")
     token_commands = token.add_subparsers(dest="token_command", required=True)
     new = token_commands.add_parser("new", help="print a fresh random token and its line for the tokens file")
@@ -377,8 +400,39 @@ def build_parser() -> argparse.ArgumentParser:
     new.set_defaults(handler=_run_from("champollion.apps.cli.admin", "cmd_token_new"))
 
     review = commands.add_parser("review", help="maintainers: runs held for review (secret tiers), cleared or "
-                                                "disqualified")
+                                                "disqualified; community review campaigns")
     review_commands = review.add_subparsers(dest="review_command", required=True)
+    create = review_commands.add_parser(
+        "create", help="a community review campaign over stored runs of one registered corpus version",
+        examples=("champollion review create --name 'crk pilot' --run 3f2a9c --run 77b01e "
+                  "--reviewers ana,ben,chen --items 200",))
+    create.add_argument("--name", required=True, help="what the reviewers see the campaign as")
+    create.add_argument("--run", dest="runs", action="append", required=True, metavar="RUN_ID",
+                        help="a stored run (id or unique prefix) to review; two or more, one corpus version")
+    create.add_argument("--reviewers", required=True,
+                        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+                        help="comma-separated names of the reviewers' tokens (the web front's tokens file)")
+    create.add_argument("--items", type=int, default=0, help="sources to sample, stratified by difficulty and "
+                                                             "domain (default 200)")
+    create.add_argument("--overlap", type=int, default=0, help="reviewers per item (default 3)")
+    create.add_argument("--seed", type=int, help="the sample's and queues' seed (default 12345)")
+    create.add_argument("--reference-review", action="store_true",
+                        help="reviewers see the reference after rating an item and may flag it")
+    create.set_defaults(handler=_run_from("champollion.apps.cli.review", "cmd_review_create"))
+    _add_reading_options(create)
+    campaigns = review_commands.add_parser("campaigns", help="review campaigns and their progress")
+    campaigns.set_defaults(handler=_run_from("champollion.apps.cli.review", "cmd_review_campaigns"))
+    _add_reading_options(campaigns)
+    results = review_commands.add_parser(
+        "results", help="a campaign's results: per-system means with intervals, agreement, rater reliability",
+        examples=("champollion review results 5c1e0a9b2d44",
+                  "champollion review results 5c1e0a9b2d44 --tsv -o judgments.tsv"))
+    results.add_argument("campaign_id")
+    results.add_argument("--tsv", action="store_true",
+                         help="the judgments in meta-eval's system<TAB>segment<TAB>score format")
+    results.add_argument("-o", "--out", help="with --tsv: the file to write (default standard output)")
+    results.set_defaults(handler=_run_from("champollion.apps.cli.review", "cmd_review_results"))
+    _add_reading_options(results)
     held = review_commands.add_parser("list", help="runs held for review, with why and which entries")
     held.add_argument("--dataset", help="only runs on this corpus id")
     for decision in ("clear", "disqualify"):
@@ -403,9 +457,12 @@ def _define_meta_eval(meta_eval: argparse.ArgumentParser) -> None:
     from champollion.apps.meta_eval import METRIC_SEGMENTS
     from champollion.apps.meta_eval.human_judgments import FORMATS
 
-    meta_eval.add_argument("cards", nargs="+", metavar="CARD_OR_RUN_ID",
-                           help="run card JSON files or stored run ids, one per system, of one corpus version")
-    meta_eval.add_argument("--human", required=True, metavar="FILE", help="human judgments (see --format)")
+    meta_eval.add_argument("cards", nargs="*", metavar="CARD_OR_RUN_ID",
+                           help="run card JSON files or stored run ids, one per system, of one corpus version "
+                                "(with --human campaign:ID, default: the campaign's runs)")
+    meta_eval.add_argument("--human", required=True, metavar="FILE|campaign:ID",
+                           help="human judgments: a file (see --format), or a community review campaign's "
+                                "(its systems' run cards are read when no card is given)")
     meta_eval.add_argument("--format", default="auto", choices=FORMATS,
                            help="system-score: system<TAB>score per segment line; system-segment-score: "
                                 "system<TAB>segment<TAB>score; mqm: WMT's MQM average segment scores "

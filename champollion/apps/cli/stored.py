@@ -102,6 +102,26 @@ def cmd_report(args) -> int:
     return 0
 
 
+# --human campaign:ID reads a review campaign's judgments from the store.
+CAMPAIGN_PREFIX = "campaign:"
+
+
+def _campaign_judgments(args, campaign_id: str):
+    """A campaign's judgments (each item's mean score over its reliable
+    raters, per run) as meta-eval reads a judgment file, and the run ids to
+    read when no card is given: the campaign's systems."""
+    from champollion.apps.meta_eval.human_judgments import Judgments
+
+    with reading_client(args) as client:
+        campaign = client.campaign_results(campaign_id)
+    if campaign["results"] is None:
+        raise CliError(f"--human {CAMPAIGN_PREFIX}{campaign_id}: the campaign has no ratings yet", EXIT_INVALID_INPUT)
+    judgments = Judgments(Path(f"{CAMPAIGN_PREFIX}{campaign_id}"), "campaign", by_position=False,
+                          scores={run_id: {entry: float(score) for entry, score in by_entry.items()}
+                                  for run_id, by_entry in campaign["results"]["judgments"].items()})
+    return judgments, args.cards or list(campaign["systems"])
+
+
 def cmd_meta_eval(args) -> int:
     """Agreement of each metric of the given run cards with human judgments
     (champollion/apps/meta_eval.py)."""
@@ -117,9 +137,17 @@ def cmd_meta_eval(args) -> int:
             raise CliError(f"--system: expected CARD=NAME, got {pair!r}", EXIT_INVALID_INPUT)
         names[card] = name
     try:
-        judgments = read_judgments(Path(args.human), args.format)
-        cards = _cards(args, args.cards)
-        runs = match_systems([(text, cards[text]) for text in args.cards], judgments, names)
+        if args.human.startswith(CAMPAIGN_PREFIX):
+            judgments, given = _campaign_judgments(args, args.human[len(CAMPAIGN_PREFIX):])
+            cards = _cards(args, given)
+            # A campaign's systems are its run ids: each card is its run's.
+            names = {text: cards[text].get("run_id") or "" for text in given} | names
+        else:
+            if not args.cards:
+                raise CliError("give the run cards (or stored run ids) of the judged systems", EXIT_INVALID_INPUT)
+            judgments, given = read_judgments(Path(args.human), args.format), args.cards
+            cards = _cards(args, given)
+        runs = match_systems([(text, cards[text]) for text in given], judgments, names)
         report = meta_evaluate(runs, judgments, args.lower_is_better, args.resamples, args.seed, args.metric_segments)
     except (InputError, JudgmentError, MetaEvalError) as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None

@@ -330,6 +330,29 @@ class Client:
         request = gateway_pb2.ReviewRunRequest(run_id=run_id, decision=decision, note=note)
         return plain_row(self._call(lambda stub: stub.ReviewRun(request, timeout=QUICK_CALL_S)).run)
 
+    # Community review campaigns (maintainers; docs/community-review.md)
+
+    def create_campaign(self, name: str, run_ids: list[str], reviewers: list[str], items: int = 0, overlap: int = 0,
+                        seed: int | None = None, reference_review: bool = False) -> dict:
+        """A review campaign over stored runs of one registered corpus
+        version (`items` 0: 200, `overlap` 0: 3 reviewers per item): the
+        campaign as stored, its id in `campaign_id`."""
+        request = gateway_pb2.CreateCampaignRequest(name=name, run_ids=run_ids, reviewers=reviewers, items=items,
+                                                    overlap=overlap, seed=seed, reference_review=reference_review)
+        return plain_row(self._call(lambda stub: stub.CreateCampaign(request, timeout=LONG_CALL_S)).campaign)
+
+    def campaigns(self) -> list[dict]:
+        """Every review campaign, newest first, with its progress."""
+        response = self._call(lambda stub: stub.ListCampaigns(gateway_pb2.ListCampaignsRequest(), timeout=QUICK_CALL_S))
+        return [plain_row(campaign) for campaign in response.campaigns]
+
+    def campaign_results(self, campaign_id: str) -> dict:
+        """A campaign with its progress and `results` (None before any
+        rating): per-system means and intervals, agreement, rater
+        reliability, and `judgments` (run id -> entry id -> mean score)."""
+        request = gateway_pb2.CampaignResultsRequest(campaign_id=campaign_id)
+        return plain_row(self._call(lambda stub: stub.CampaignResults(request, timeout=LONG_CALL_S)).campaign)
+
     # Registered corpora
 
     def register_corpus(self, corpus: CorpusLike, tier: str, new_version: bool = False,

@@ -96,9 +96,12 @@ def script_json(data) -> Markup:
     return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
 
 
+def _render(template: str, **context) -> str:
+    return environment().get_template(template).render(plotly_js=plotly_js(), **context)
+
+
 def _write(path: Path, template: str, **context) -> None:
-    html = environment().get_template(template).render(plotly_js=plotly_js(), **context)
-    path.write_text(html, encoding="utf-8")
+    path.write_text(_render(template, **context), encoding="utf-8")
 
 
 def _figures(runs: list[Run]) -> list[dict]:
@@ -125,7 +128,7 @@ def _sections(runs: list[Run]) -> dict:
     }
 
 
-def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | None] | None = None) -> None:
+def render_report(cards: list[dict], inputs: Sequence[EntryInputs | None] | None = None) -> str:
     """One HTML report of one or several full run cards. `inputs`, one per
     card (or None), gives what the cards leave out: each entry's source,
     reference, prediction, domain and latency (report/inputs.py)."""
@@ -134,10 +137,15 @@ def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | N
     runs = _runs(cards, inputs)
     title = ", ".join(run.label for run in runs)
     segments = segment_table(runs)
-    _write(Path(path), "report.html.j2", title=f"Run report: {title}", **_sections(runs),
-           warnings=warnings_by_text(runs), worst=[(run, worst_entries(run)) for run in runs],
-           entry_metrics=ENTRY_METRICS, segments=script_json(segments), segment_rows=len(segments["rows"]),
-           segments_js=segments_js())
+    return _render("report.html.j2", title=f"Run report: {title}", **_sections(runs),
+                   warnings=warnings_by_text(runs), worst=[(run, worst_entries(run)) for run in runs],
+                   entry_metrics=ENTRY_METRICS, segments=script_json(segments), segment_rows=len(segments["rows"]),
+                   segments_js=segments_js())
+
+
+def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | None] | None = None) -> None:
+    """render_report's page written to `path`."""
+    Path(path).write_text(render_report(cards, inputs), encoding="utf-8")
 
 
 def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str) -> None:

@@ -1,0 +1,150 @@
+"""The public pages: the home page, sign-in, live leaderboards (HTML and
+the JSON `leaderboard --json` prints), run pages with their report, and
+corpus pages. What a visitor may see is decided by the gateway's rules
+(gateway/server/readings.py, access.py), the same calls as its RPCs."""
+from __future__ import annotations
+
+from collections import Counter
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
+from starlette.routing import Route
+
+from champollion.apps.client import row_flags
+from champollion.apps.report.render import BOARD_COLUMNS, render_report
+from champollion.apps.web.rendering import REPORT_CSP, Front, PageError
+from gateway.server.access import check_read, is_maintainer
+from gateway.server.auth import may_use_tier
+from gateway.server.readings import leaderboard_for, run_for, runs_for
+
+# The run page's metric rows: (score key, label).
+RUN_METRICS = (
+    ("composite", "composite"), ("chrf_plus_plus", "chrF++"), ("bleu", "BLEU"), ("ter", "TER"),
+    ("exact_match_rate", "exact match"), ("equivalent_match_rate", "equivalent match"),
+    ("fst_acceptance_rate", "FST acceptance"), ("morphological_accuracy", "morphological accuracy"),
+    ("orthographic_accuracy", "orthographic accuracy"), ("semantic_score", "semantic"), ("comet_score", "COMET"),
+    ("code_switching_rate", "code switching"), ("hallucination_rate", "hallucination"),
+    ("terminology_adherence", "terminology"), ("consistency_score", "consistency"),
+    ("cost_adjusted", "cost adjusted"), ("tokens_per_second", "tokens/s"), ("avg_latency_seconds", "latency (s)"),
+)
+ENTRY_COLUMNS = (("composite", "composite"), ("chrf_plus_plus", "chrF++"), ("semantic_score", "semantic"))
+TRUE = ("1", "true", "yes", "on")
+
+
+def _flag(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "").lower() in TRUE
+
+
+def board_options(request: Request) -> dict:
+    """RunStore.leaderboard's keywords from the page's query (the CLI's flags)."""
+    params = request.query_params
+    limit = params.get("limit", "0")
+    if not limit.isdigit():
+        raise PageError(400, f"limit: must be 0 (every row) or a positive number, got {limit[:20]!r}")
+    order = params.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise PageError(400, f"order: asc or desc, got {order[:20]!r}")
+    return {"version": params.get("version") or None, "sort": params.get("sort") or "composite_score",
+            "descending": order == "desc", "all_submissions": _flag(request, "all_submissions"),
+            "include_disqualified": _flag(request, "include_disqualified"), "official": _flag(request, "official"),
+            "limit": int(limit) or None}
+
+
+def routes(front: Front) -> list[Route]:
+    async def home(request: Request) -> HTMLResponse:
+        visitor = front.visitor(request, "home")
+
+        def read(store):
+            runs = runs_for(store, visitor.caller)
+            corpora = [corpus for corpus in store.list_corpora() if may_use_tier(visitor.caller.role, corpus["tier"])]
+            return runs, corpora
+
+        runs, corpora = await front.call(read)
+        boards = Counter(run["dataset_id"] for run in runs)
+        return front.page(request, "home.html.j2", title="Champollion", boards=sorted(boards.items()),
+                          corpora=corpora)
+
+    async def signin_form(request: Request) -> HTMLResponse:
+        return front.page(request, "signin.html.j2", title="Sign in", problem=None)
+
+    async def signin(request: Request):
+        form = await front.form(request)
+        session = front.sessions.sign_in(str(form.get("token", "")))
+        if session is None:
+            return front.page(request, "signin.html.j2", status=401, title="Sign in",
+                              problem="unknown or expired token")
+        request.state.new_session = session
+        target = str(form.get("next") or "/")
+        return RedirectResponse(target if target.startswith("/") and not target.startswith("//") else "/", 303)
+
+    async def signout(request: Request):
+        await front.form(request)
+        request.state.new_session = front.sessions.new()
+        return RedirectResponse("/", 303)
+
+    async def board_rows(request: Request, page: str) -> dict:
+        visitor = front.visitor(request, page)
+        options = board_options(request)
+        dataset_id = request.path_params["dataset_id"]
+        return await front.call(lambda store: leaderboard_for(store, visitor.caller, dataset_id, **options))
+
+    async def leaderboard(request: Request) -> HTMLResponse:
+        board = await board_rows(request, "leaderboard")
+        rows = [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row),
+                 "community": row.get("community_review"), "run_id": row["run_id"]} for row in board["rows"]]
+        return front.page(request, "leaderboard.html.j2", title=f"Leaderboard: {board['dataset_id']}", board=board,
+                          rows=rows, columns=BOARD_COLUMNS, query=dict(request.query_params))
+
+    async def leaderboard_json(request: Request) -> JSONResponse:
+        board = await board_rows(request, "leaderboard")
+        return JSONResponse(board)
+
+    async def run_page(request: Request) -> HTMLResponse:
+        visitor = front.visitor(request, "run")
+        view = await front.call(lambda store: run_for(store, visitor.caller, request.path_params["run_id"]))
+        card = view.card
+        return front.page(request, "run.html.j2", title=f"Run {card['run_id'][:12]}", card=card,
+                          entries=card.get("entries") if view.entries else None, metrics=RUN_METRICS,
+                          entry_columns=ENTRY_COLUMNS, review=card.get("community_review"))
+
+    async def run_report(request: Request) -> HTMLResponse:
+        visitor = front.visitor(request, "report")
+        view = await front.call(lambda store: run_for(store, visitor.caller, request.path_params["run_id"]))
+        html = await front.call(lambda store: render_report([view.card]))
+        # The report inlines its charts' script: its own policy, still nothing from elsewhere.
+        return HTMLResponse(html, headers={"content-security-policy": REPORT_CSP})
+
+    async def corpus_page(request: Request) -> HTMLResponse:
+        visitor = front.visitor(request, "corpus")
+        corpus_id = request.path_params["corpus_id"]
+
+        def read(store):
+            versions = [corpus for corpus in store.list_corpora() if corpus["id"] == corpus_id]
+            if not versions:
+                raise PageError(404, f"no registered corpus {corpus_id!r}")
+            latest = versions[-1]
+            check_read(visitor.caller, latest["tier"], "corpus page")
+            mix = {"domain": Counter(), "difficulty": Counter()}
+            for batch in store.corpus_entries(corpus_id, latest["version"]):
+                for entry in batch:
+                    mix["domain"][entry.get("domain") or "—"] += 1
+                    mix["difficulty"][str(entry.get("difficulty") or "—")] += 1
+            flags = store.reference_flags(corpus_id) if is_maintainer(visitor.caller) else None
+            return versions, mix, flags
+
+        versions, mix, flags = await front.call(read)
+        return front.page(request, "corpus.html.j2", title=f"Corpus {corpus_id}", corpus_id=corpus_id,
+                          versions=versions, mix={key: sorted(counter.items()) for key, counter in mix.items()},
+                          flags=flags)
+
+    return [
+        Route("/", front.endpoint(home)),
+        Route("/signin", front.endpoint(signin_form), methods=["GET"]),
+        Route("/signin", front.endpoint(signin), methods=["POST"]),
+        Route("/signout", front.endpoint(signout), methods=["POST"]),
+        Route("/leaderboard/{dataset_id}", front.endpoint(leaderboard)),
+        Route("/api/leaderboard/{dataset_id}", front.endpoint(leaderboard_json)),
+        Route("/runs/{run_id}", front.endpoint(run_page)),
+        Route("/runs/{run_id}/report", front.endpoint(run_report)),
+        Route("/corpora/{corpus_id}", front.endpoint(corpus_page)),
+    ]

@@ -1,0 +1,226 @@
+"""Community review campaigns in the store (migration 0005; issue 28): a
+campaign, each reviewer's queue of tasks, the ratings and the reviewers'
+flags on references. What a task shows is read from the registered corpus
+(the source, and the reference for reference review) and from the stored
+runs (each system's output).
+
+Queries on a connection the RunStore hands over, as leaderboard.py's. The
+campaign's design (sampling, queues, controls) is gateway/review's."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, and_, delete, func, insert, select, update
+
+from gateway.store.errors import UnknownCampaign, UnknownTask
+from gateway.store.rows import utc
+from gateway.store.tables import (
+    corpus_entries,
+    reference_flags,
+    review_campaigns,
+    review_ratings,
+    review_tasks,
+    run_entries,
+    runs,
+)
+
+OPEN, CLOSED = "open", "closed"
+
+
+def _campaign_dict(row) -> dict:
+    return {"campaign_id": row.campaign_id, "name": row.name, "corpus_id": row.corpus_id,
+            "corpus_version": row.corpus_version, "created_at": utc(row.created_at).isoformat(),
+            "created_by": row.created_by, "state": row.state, **row.settings}
+
+
+def save_campaign(connection: Connection, campaign: dict, tasks: list[dict], now: datetime) -> dict:
+    """Stores a campaign ({campaign_id, name, corpus_id, corpus_version,
+    created_by, settings}) with every reviewer's tasks ({reviewer, position,
+    entry_id, kind, systems, degraded, degraded_text})."""
+    connection.execute(insert(review_campaigns), [{**campaign, "created_at": now, "state": OPEN}])
+    if tasks:
+        connection.execute(insert(review_tasks), [{**task, "campaign_id": campaign["campaign_id"], "done_at": None}
+                                                  for task in tasks])
+    return campaign_info(connection, campaign["campaign_id"])
+
+
+def campaign_info(connection: Connection, campaign_id: str) -> dict:
+    row = connection.execute(select(review_campaigns).where(review_campaigns.c.campaign_id == campaign_id)).first()
+    if row is None:
+        raise UnknownCampaign(campaign_id)
+    return _campaign_dict(row)
+
+
+def list_campaigns(connection: Connection, reviewer: str | None = None) -> list[dict]:
+    """Every campaign, newest first (only those with tasks for `reviewer`
+    when given), each with its progress: tasks done of all."""
+    query = select(review_campaigns).order_by(review_campaigns.c.created_at.desc(), review_campaigns.c.campaign_id)
+    progress = select(review_tasks.c.campaign_id, func.count().label("tasks"),
+                      func.count(review_tasks.c.done_at).label("done")).group_by(review_tasks.c.campaign_id)
+    if reviewer is not None:
+        progress = progress.where(review_tasks.c.reviewer == reviewer)
+    counts = {row.campaign_id: (row.done, row.tasks) for row in connection.execute(progress)}
+    found = []
+    for row in connection.execute(query):
+        if reviewer is not None and row.campaign_id not in counts:
+            continue
+        done, total = counts.get(row.campaign_id, (0, 0))
+        found.append({**_campaign_dict(row), "tasks_done": done, "tasks": total})
+    return found
+
+
+def set_state(connection: Connection, campaign_id: str, state: str) -> dict:
+    campaign_info(connection, campaign_id)
+    connection.execute(update(review_campaigns).where(review_campaigns.c.campaign_id == campaign_id)
+                       .values(state=state))
+    return campaign_info(connection, campaign_id)
+
+
+def reviewer_progress(connection: Connection, campaign_id: str) -> dict[str, dict]:
+    """Reviewer -> {done, tasks, next}: `next` is the first task not done
+    (None when the queue is finished), where a reload resumes."""
+    rows = connection.execute(
+        select(review_tasks.c.reviewer, review_tasks.c.position, review_tasks.c.done_at)
+        .where(review_tasks.c.campaign_id == campaign_id).order_by(review_tasks.c.reviewer, review_tasks.c.position))
+    progress: dict[str, dict] = {}
+    for row in rows:
+        entry = progress.setdefault(row.reviewer, {"done": 0, "tasks": 0, "next": None})
+        entry["tasks"] += 1
+        if row.done_at is not None:
+            entry["done"] += 1
+        elif entry["next"] is None:
+            entry["next"] = row.position
+    return progress
+
+
+def _task_row(connection: Connection, campaign_id: str, reviewer: str, position: int):
+    row = connection.execute(select(review_tasks).where(
+        review_tasks.c.campaign_id == campaign_id, review_tasks.c.reviewer == reviewer,
+        review_tasks.c.position == position)).first()
+    if row is None:
+        raise UnknownTask(campaign_id, reviewer, position)
+    return row
+
+
+def task(connection: Connection, campaign_id: str, reviewer: str, position: int) -> dict:
+    """What one task shows: the source, each system's output in the order
+    shown (a control's degraded one replaced), the reference (for reference
+    review: the caller decides whether to show it), and the reviewer's
+    ratings of it so far."""
+    campaign = campaign_info(connection, campaign_id)
+    row = _task_row(connection, campaign_id, reviewer, position)
+    entry = connection.scalar(select(corpus_entries.c.entry).where(
+        corpus_entries.c.corpus_id == campaign["corpus_id"], corpus_entries.c.version == campaign["corpus_version"],
+        corpus_entries.c.entry_id == row.entry_id))
+    outputs = dict(connection.execute(
+        select(run_entries.c.run_id, run_entries.c.prediction)
+        .where(run_entries.c.run_id.in_(row.systems), run_entries.c.entry_id == row.entry_id)).all())
+    if row.degraded is not None:
+        outputs[row.degraded] = row.degraded_text
+    ratings = {rating.system: {"score": rating.score, "usable": rating.usable, "spans": rating.spans}
+               for rating in connection.execute(select(review_ratings).where(
+                   review_ratings.c.campaign_id == campaign_id, review_ratings.c.reviewer == reviewer,
+                   review_ratings.c.position == position))}
+    flag = connection.execute(select(reference_flags.c.flag, reference_flags.c.note).where(
+        reference_flags.c.corpus_id == campaign["corpus_id"],
+        reference_flags.c.corpus_version == campaign["corpus_version"],
+        reference_flags.c.entry_id == row.entry_id, reference_flags.c.reviewer == reviewer)).first()
+    return {
+        "campaign_id": campaign_id, "reviewer": reviewer, "position": position, "entry_id": row.entry_id,
+        "kind": row.kind, "done": row.done_at is not None,
+        "source": (entry or {}).get("source", ""), "reference": (entry or {}).get("reference", ""),
+        # Blind: the page numbers the outputs; the run ids stay server side.
+        "systems": list(row.systems), "outputs": [outputs.get(system) or "" for system in row.systems],
+        "ratings": ratings, "flag": None if flag is None else {"flag": flag.flag, "note": flag.note},
+    }
+
+
+def save_ratings(connection: Connection, campaign_id: str, reviewer: str, position: int, ratings: dict[str, dict],
+                 now: datetime) -> None:
+    """Replaces the reviewer's ratings of one task ({system: {score, usable,
+    spans}}, every system shown) and marks the task done, in the caller's
+    transaction: a task is rated whole or not at all."""
+    row = _task_row(connection, campaign_id, reviewer, position)
+    key = and_(review_ratings.c.campaign_id == campaign_id, review_ratings.c.reviewer == reviewer,
+               review_ratings.c.position == position)
+    connection.execute(delete(review_ratings).where(key))
+    connection.execute(insert(review_ratings), [
+        {"campaign_id": campaign_id, "reviewer": reviewer, "position": position, "system": system,
+         "score": ratings[system]["score"], "usable": ratings[system].get("usable"),
+         "spans": ratings[system].get("spans") or [], "rated_at": now}
+        for system in row.systems])
+    connection.execute(update(review_tasks).where(
+        review_tasks.c.campaign_id == campaign_id, review_tasks.c.reviewer == reviewer,
+        review_tasks.c.position == position).values(done_at=now))
+
+
+def task_systems(connection: Connection, campaign_id: str, reviewer: str, position: int) -> list[str]:
+    return list(_task_row(connection, campaign_id, reviewer, position).systems)
+
+
+def ratings(connection: Connection, campaign_id: str) -> list[dict]:
+    """Every rating of the campaign with its task's entry, kind and whether
+    the rated output was the degraded one."""
+    rows = connection.execute(
+        select(review_ratings.c.reviewer, review_ratings.c.system, review_ratings.c.score, review_ratings.c.usable,
+               review_ratings.c.spans, review_tasks.c.entry_id, review_tasks.c.kind, review_tasks.c.degraded)
+        .join(review_tasks, and_(review_tasks.c.campaign_id == review_ratings.c.campaign_id,
+                                 review_tasks.c.reviewer == review_ratings.c.reviewer,
+                                 review_tasks.c.position == review_ratings.c.position))
+        .where(review_ratings.c.campaign_id == campaign_id)
+        .order_by(review_ratings.c.reviewer, review_ratings.c.position, review_ratings.c.system))
+    return [{"reviewer": row.reviewer, "system": row.system, "score": row.score, "usable": row.usable,
+             "spans": row.spans, "entry_id": row.entry_id, "kind": row.kind,
+             "degraded": row.degraded == row.system} for row in rows]
+
+
+def campaigns_of_runs(connection: Connection, run_ids: list[str]) -> dict[str, list[str]]:
+    """Run id -> the campaigns (ids) that review it."""
+    found: dict[str, list[str]] = {run_id: [] for run_id in run_ids}
+    for row in connection.execute(select(review_campaigns.c.campaign_id, review_campaigns.c.settings)
+                                  .order_by(review_campaigns.c.created_at)):
+        for system in row.settings.get("systems", []):
+            if system in found:
+                found[system].append(row.campaign_id)
+    return found
+
+
+def predictions(connection: Connection, run_id: str) -> dict[str, str | None]:
+    """Entry id -> the stored output of run `run_id`."""
+    return dict(connection.execute(select(run_entries.c.entry_id, run_entries.c.prediction)
+                                   .where(run_entries.c.run_id == run_id)).all())
+
+
+def run_versions(connection: Connection, run_ids: list[str]) -> dict[str, tuple[str, str, str | None]]:
+    """Run id -> (dataset id, corpus version, model slug) of stored runs."""
+    return {row.run_id: (row.dataset_id, row.corpus_version, row.model_slug) for row in connection.execute(
+        select(runs.c.run_id, runs.c.dataset_id, runs.c.corpus_version, runs.c.model_slug)
+        .where(runs.c.run_id.in_(run_ids)))}
+
+
+def flag_reference(connection: Connection, corpus_id: str, version: str, entry_id: str, reviewer: str, flag: str,
+                   note: str, campaign_id: str | None, now: datetime) -> None:
+    """Records (or replaces) `reviewer`'s flag on an entry's reference."""
+    key = and_(reference_flags.c.corpus_id == corpus_id, reference_flags.c.corpus_version == version,
+               reference_flags.c.entry_id == entry_id, reference_flags.c.reviewer == reviewer)
+    connection.execute(delete(reference_flags).where(key))
+    connection.execute(insert(reference_flags), [{
+        "corpus_id": corpus_id, "corpus_version": version, "entry_id": entry_id, "reviewer": reviewer,
+        "flag": flag, "note": note, "campaign_id": campaign_id, "created_at": now}])
+
+
+def unflag_reference(connection: Connection, corpus_id: str, version: str, entry_id: str, reviewer: str) -> None:
+    connection.execute(delete(reference_flags).where(
+        reference_flags.c.corpus_id == corpus_id, reference_flags.c.corpus_version == version,
+        reference_flags.c.entry_id == entry_id, reference_flags.c.reviewer == reviewer))
+
+
+def flags(connection: Connection, corpus_id: str | None = None, version: str | None = None) -> list[dict]:
+    """Reference flags, by corpus, version and entry."""
+    query = select(reference_flags).order_by(reference_flags.c.corpus_id, reference_flags.c.corpus_version,
+                                             reference_flags.c.entry_id, reference_flags.c.reviewer)
+    if corpus_id is not None:
+        query = query.where(reference_flags.c.corpus_id == corpus_id)
+    if version is not None:
+        query = query.where(reference_flags.c.corpus_version == version)
+    return [{**row._asdict(), "created_at": utc(row.created_at).isoformat()} for row in connection.execute(query)]
