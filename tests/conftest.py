@@ -65,6 +65,25 @@ def gateway(stack):
         yield gateway_pb2_grpc.GatewayStub(channel)
 
 
+def chromium_path() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not found:
+        pytest.fail("no chromium on PATH: install Debian's `chromium` package (`make test` installs it); "
+                    "this test never downloads a browser")
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's headless Chromium driven by Playwright (never a downloaded browser)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"], headless=True)
+        yield launched
+        launched.close()
+
+
 @pytest.fixture(scope="session")
 def postgres_cluster():
     """A real PostgreSQL server for the session (tests/postgres.py)."""

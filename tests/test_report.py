@@ -8,7 +8,6 @@ import copy
 import json
 import math
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -40,24 +39,6 @@ DATASET = "champollion-example-eng-spa"
 # Would run script, load an image and change the title if it were not escaped.
 HOSTILE = '<img src="x" onerror="document.title=\'pwned\'"><script>window.__xss = 1</script>Guardar'
 HOSTILE_MODEL = "<b>bold</b>-llm"
-
-
-def chromium_path() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not found:
-        pytest.fail("no chromium on PATH: install Debian's `chromium` package (`make test` installs it); "
-                    "this test never downloads a browser")
-    return found
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"], headless=True)
-        yield launched
-        launched.close()
 
 
 class Opened:

@@ -5,6 +5,7 @@ what the tests start."""
 from __future__ import annotations
 
 import secrets
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,10 @@ def create_app(settings: WebSettings) -> Starlette:
     sessions = Sessions(settings.secret or secrets.token_urlsafe(32), tokens, settings.secure_cookie)
     front = Front(store, sessions)
     routes = [*pages.routes(front), *review.routes(front), Mount("/static", StaticFiles(directory=STATIC), name="static")]
-    app = Starlette(routes=routes, middleware=[Middleware(SessionMiddleware, sessions=sessions)],
-                    exception_handlers=front.exception_handlers(), on_shutdown=[store.close])
-    return app
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        store.close()
+
+    return Starlette(routes=routes, middleware=[Middleware(SessionMiddleware, sessions=sessions)],
+                     exception_handlers=front.exception_handlers(), lifespan=lifespan)

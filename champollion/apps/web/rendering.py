@@ -44,6 +44,9 @@ class PageError(Exception):
         self.status = status
 
 
+_ERROR_TITLES = {400: "Bad request", 401: "Sign in", 403: "Not allowed", 404: "Not found", 409: "Conflict",
+                 503: "Store unavailable"}
+
 # What the store and the rules raise, as HTTP statuses.
 _STATUSES = (
     ((UnknownRun, UnknownCorpus, NothingStored, UnknownCampaign, UnknownTask), 404),
@@ -141,7 +144,8 @@ class Front:
         status, message = self._status(error)
         if request.url.path.startswith("/api/") or "application/json" in request.headers.get("accept", ""):
             return JSONResponse({"error": message}, status_code=status)
-        return self.page(request, "error.html.j2", status=status, message=message, status_code=status)
+        return self.page(request, "error.html.j2", status=status, title=_ERROR_TITLES.get(status, "Error"),
+                         message=message, status_code=status)
 
     def endpoint(self, handler: Callable) -> Callable:
         """`handler` with its errors answered by `error` (inside the session

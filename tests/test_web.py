@@ -1,0 +1,203 @@
+"""The web front (champollion/apps/web) over the session's store, driven
+in-process (Starlette's test client, real store, real tokens file): the
+live leaderboard equals `leaderboard --json`; the access rules are the
+gateway's (a submitter opens no gold board and no holdout run's entries);
+every form and script request needs its CSRF token; sessions are signed,
+HttpOnly and SameSite; a revoked token ends its sessions."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+from starlette.testclient import TestClient
+
+from champollion.apps.client import Client
+from champollion.apps.web.app import WebSettings, create_app
+from champollion.apps.web.sessions import COOKIE
+from champollion.eval.v1 import gateway_pb2
+from gateway.store import default_store_url
+from tests.conftest import run_cli
+from tests.web_fixtures import CORPUS_ID, HOSTILE, corpus, store_four_runs, system_predictions, write_tokens
+
+HOLDOUT_ID, GOLD_ID = "web-holdout-crk", "web-gold-crk"
+
+
+@pytest.fixture(scope="module")
+def runs(stack) -> dict:
+    """Four runs on a dev corpus, and one each on a holdout and a gold one."""
+    four = store_four_runs(stack.gateway_address)
+    secret = {}
+    with Client(stack.gateway_address) as client:
+        for corpus_id, tier in ((HOLDOUT_ID, "holdout"), (GOLD_ID, "gold")):
+            client.register_corpus({**corpus(), "id": corpus_id}, tier,
+                                   accept_check_failures="a small test corpus")
+            secret[tier] = client.evaluate(gateway_pb2.CorpusRef(id=corpus_id), system_predictions(1),
+                                           {"model_slug": f"{tier}-system"})["run_id"]
+    return {"dev": four, **secret}
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory):
+    path = tmp_path_factory.mktemp("web") / "tokens.yaml"
+    return path, write_tokens(path)
+
+
+@pytest.fixture(scope="module")
+def app(runs, tokens):
+    return create_app(WebSettings(default_store_url(), str(tokens[0]), secret="s" * 40))
+
+
+def csrf_of(html: str) -> str:
+    found = re.search(r'name="csrf" value="([^"]+)"', html) or re.search(r'data-csrf="([^"]+)"', html)
+    assert found, "the page has no CSRF token"
+    return found.group(1)
+
+
+def signed_in(app, token: str | None) -> TestClient:
+    client = TestClient(app)
+    if token is not None:
+        page = client.get("/signin")
+        answer = client.post("/signin", data={"csrf": csrf_of(page.text), "token": token}, follow_redirects=False)
+        assert answer.status_code == 303, answer.text
+    return client
+
+
+def test_the_live_leaderboard_equals_leaderboard_json(app, tokens, runs, capsys):
+    capsys.readouterr()
+    assert run_cli("leaderboard", "--dataset", CORPUS_ID, "--json") == 0
+    cli_rows = json.loads(capsys.readouterr().out)
+    # The CLI's embedded gateway is open (a maintainer): so is alice.
+    with signed_in(app, tokens[1].maintainer) as alice:
+        web = alice.get(f"/api/leaderboard/{CORPUS_ID}").json()
+        page = alice.get(f"/leaderboard/{CORPUS_ID}").text
+    assert len(cli_rows) == 4 and web["rows"] == cli_rows
+    assert {row["run_id"] for row in web["rows"]} == set(runs["dev"])
+    assert re.findall(r'<tr data-run-id="([0-9a-f]+)"', page) == [row["run_id"] for row in cli_rows]
+    # Sorted as the CLI sorts, by any of its columns.
+    capsys.readouterr()
+    assert run_cli("leaderboard", "--dataset", CORPUS_ID, "--json", "--sort", "bleu", "--asc") == 0
+    by_bleu = json.loads(capsys.readouterr().out)
+    with signed_in(app, tokens[1].maintainer) as alice:
+        assert alice.get(f"/api/leaderboard/{CORPUS_ID}?sort=bleu&order=asc").json()["rows"] == by_bleu
+
+
+def test_the_public_sees_the_rows_without_the_maintainers_columns(app, runs):
+    with TestClient(app) as visitor:
+        rows = visitor.get(f"/api/leaderboard/{CORPUS_ID}").json()["rows"]
+        assert rows and not any("submitted_by" in row or "review" in row for row in rows)
+        assert visitor.get("/api/leaderboard/web-no-such-corpus").status_code == 404
+        bad = visitor.get(f"/api/leaderboard/{CORPUS_ID}?sort=no_such_metric")
+        assert bad.status_code == 400 and "sort" in bad.json()["error"]
+
+
+def test_a_submitter_opens_no_gold_board_and_no_holdout_entries(app, tokens, runs):
+    with signed_in(app, tokens[1].submitter) as bob:
+        gold_board = bob.get(f"/leaderboard/{GOLD_ID}")
+        assert gold_board.status_code == 403 and "needs the maintainer role" in gold_board.text
+        assert bob.get(f"/api/leaderboard/{GOLD_ID}").status_code == 403
+        assert bob.get(f"/runs/{runs['gold']}").status_code == 403
+        assert bob.get(f"/corpora/{GOLD_ID}").status_code == 403
+        assert GOLD_ID not in bob.get("/").text
+        holdout = bob.get(f"/runs/{runs['holdout']}")
+        assert holdout.status_code == 200 and 'id="entries-withheld"' in holdout.text
+        assert "crk-01" not in holdout.text
+        report = bob.get(f"/runs/{runs['holdout']}/report")
+        assert report.status_code == 200 and "crk-01" not in report.text
+    with signed_in(app, tokens[1].maintainer) as alice:
+        assert alice.get(f"/leaderboard/{GOLD_ID}").status_code == 200
+        whole = alice.get(f"/runs/{runs['holdout']}")
+        assert 'id="entries"' in whole.text and "crk-01" in whole.text
+
+
+def test_forms_and_script_requests_need_their_csrf_token(app, tokens, runs):
+    with TestClient(app) as visitor:
+        visitor.get("/signin")
+        refused = visitor.post("/signin", data={"token": tokens[1].maintainer}, follow_redirects=False)
+        assert refused.status_code == 403 and "CSRF" in refused.text
+        forged = visitor.post("/signin", data={"csrf": "x" * 32, "token": tokens[1].maintainer},
+                              follow_redirects=False)
+        assert forged.status_code == 403
+        assert visitor.get("/review").status_code == 401  # still not signed in
+    with signed_in(app, tokens[1].maintainer) as alice:
+        form = {"name": "no csrf", "run_ids": runs["dev"], "reviewers": "rater-1,rater-2,rater-3", "items": "4"}
+        assert alice.post("/review/campaigns", data=form, follow_redirects=False).status_code == 403
+        assert "no csrf" not in alice.get("/review").text
+        page = alice.get("/review")
+        created = alice.post("/review/campaigns", data={**form, "name": "with csrf", "csrf": csrf_of(page.text)},
+                             follow_redirects=False)
+        assert created.status_code == 303
+        campaign_id = created.headers["location"].rsplit("/", 1)[1]
+    with signed_in(app, tokens[1].reviewers["rater-1"]) as rater:
+        task = rater.get(f"/review/campaigns/{campaign_id}/rate", follow_redirects=True)
+        position = int(re.search(r'data-position="(\d+)"', task.text).group(1))
+        ratings = {"ratings": [{"score": 60, "usable": True, "spans": []}] * 4}
+        url = f"/api/review/campaigns/{campaign_id}/rate/{position}"
+        assert rater.post(url, json=ratings).status_code == 403
+        assert rater.post(url, json=ratings, headers={"x-csrf-token": csrf_of(task.text)}).status_code == 200
+
+
+def test_the_session_cookie_is_signed_httponly_and_samesite(app, tokens):
+    with TestClient(app) as visitor:
+        answer = visitor.get("/")
+        header = answer.headers["set-cookie"]
+        assert header.startswith(f"{COOKIE}=") and "HttpOnly" in header and "SameSite=strict" in header
+        assert "default-src 'self'" in answer.headers["content-security-policy"]
+        signin = visitor.get("/signin")
+        visitor.post("/signin", data={"csrf": csrf_of(signin.text), "token": tokens[1].submitter})
+        assert 'id="who">bob (submitter)' in visitor.get("/").text
+        # An altered cookie is not a session: the visitor is anonymous again.
+        value = visitor.cookies.get(COOKIE)
+        visitor.cookies.set(COOKIE, value[:-2] + ("AA" if not value.endswith("AA") else "BB"))
+        assert 'id="who"' not in visitor.get("/").text
+
+
+def test_a_token_deleted_from_the_file_ends_its_sessions(runs, tmp_path):
+    path = tmp_path / "tokens.yaml"
+    tokens = write_tokens(path)
+    app = create_app(WebSettings(default_store_url(), str(path), secret="t" * 40))
+    with signed_in(app, tokens.submitter) as bob:
+        assert 'id="who">bob' in bob.get("/").text
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if "name: bob" not in line]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.utime(path, ns=(1, 1))  # a new modification time, whatever the clock's resolution
+        assert 'id="who"' not in bob.get("/").text
+
+
+def test_a_reviewer_rates_only_its_own_campaigns_and_bad_ratings_are_refused(app, tokens, runs, stack):
+    with Client(stack.gateway_address) as client:
+        campaign = client.create_campaign("rater-1 and rater-2 only", runs["dev"], ["rater-1", "rater-2"], items=3,
+                                          overlap=2)
+    with signed_in(app, tokens[1].reviewers["rater-3"]) as outsider:
+        refused = outsider.get(f"/review/campaigns/{campaign['campaign_id']}/rate/0")
+        assert refused.status_code == 403 and "not one of its reviewers" in refused.text
+        created = outsider.post("/review/campaigns", data={"csrf": csrf_of(outsider.get("/review").text)})
+        assert created.status_code == 403 and "maintainer" in created.text
+    with signed_in(app, tokens[1].reviewers["rater-1"]) as rater:
+        page = rater.get(f"/review/campaigns/{campaign['campaign_id']}/rate/0")
+        headers = {"x-csrf-token": csrf_of(page.text)}
+        url = f"/api/review/campaigns/{campaign['campaign_id']}/rate/0"
+        for body, field in (({"ratings": [{"score": 101}] * 4}, "ratings[0].score"),
+                            ({"ratings": [{"score": 50}] * 3}, "ratings: one per output"),
+                            ({"ratings": [{"score": 50, "spans": [{"start": 3, "end": 1, "severity": "minor"}]}] * 4},
+                             "ratings[0].spans[0]"),
+                            ({"ratings": [{"score": 50, "usable": "maybe"}] * 4}, "ratings[0].usable")):
+            answer = rater.post(url, json=body, headers=headers)
+            assert answer.status_code == 400 and field in answer.json()["error"]
+        # Nothing was saved: the item is still the first not done.
+        assert rater.get(f"/review/campaigns/{campaign['campaign_id']}/rate",
+                         follow_redirects=False).headers["location"].endswith("/rate/0")
+        shown = rater.get(f"/review/campaigns/{campaign['campaign_id']}/rate/0").text
+        assert all(run_id not in shown for run_id in runs["dev"])  # blind: no run id on the page
+
+
+def test_a_hostile_output_is_text_in_the_page(app, tokens, runs, stack):
+    with Client(stack.gateway_address) as client:
+        campaign = client.create_campaign("hostile", runs["dev"], ["rater-2"], items=8, overlap=1)
+    with signed_in(app, tokens[1].reviewers["rater-2"]) as rater:
+        pages = [rater.get(f"/review/campaigns/{campaign['campaign_id']}/rate/{position}").text
+                 for position in range(8)]
+    shown = next(page for page in pages if "window.__pwned" in page)
+    assert HOSTILE not in shown
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in shown
