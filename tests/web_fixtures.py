@@ -34,8 +34,8 @@ SENTENCES = [
 CORPUS_ID = "web-review-crk"
 
 
-def corpus() -> dict:
-    return {"id": CORPUS_ID, "source_lang": "eng", "target_lang": "crk",
+def corpus(corpus_id: str = CORPUS_ID) -> dict:
+    return {"id": corpus_id, "source_lang": "eng", "target_lang": "crk",
             "entries": [{"id": f"crk-{i + 1:02d}", "source": source, "reference": reference, "domain": domain,
                          "difficulty": difficulty} for i, (source, reference, domain, difficulty) in
                         enumerate(SENTENCES)]}
@@ -56,11 +56,11 @@ def system_predictions(system: int) -> list[dict]:
     return predictions
 
 
-def store_four_runs(gateway_address: str) -> list[str]:
+def store_four_runs(gateway_address: str, corpus_id: str = CORPUS_ID) -> list[str]:
     """Registers the corpus (dev) and stores one run of each of four systems."""
     with Client(gateway_address) as client:
-        client.register_corpus(corpus(), "dev")
-        return [client.evaluate(gateway_pb2.CorpusRef(id=CORPUS_ID), system_predictions(system),
+        client.register_corpus(corpus(corpus_id), "dev")
+        return [client.evaluate(gateway_pb2.CorpusRef(id=corpus_id), system_predictions(system),
                                 {"model_slug": f"system-{system}"})["run_id"] for system in range(4)]
 
 

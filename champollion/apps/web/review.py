@@ -31,7 +31,7 @@ def _reviewer(visitor: Visitor, campaign: dict) -> str:
 
 
 def _int(value, field: str, default: int) -> int:
-    text = str(value or "").strip()
+    text = "" if value is None else str(value).strip()
     if not text:
         return default
     if not text.isdigit():
