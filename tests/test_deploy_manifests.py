@@ -87,6 +87,11 @@ def server_container(deployment: dict) -> dict:
     return container
 
 
+def servers(docs) -> dict[str, dict]:
+    """The Deployments that run `champollion serve` (the gateway and the families; not the web front)."""
+    return {name: d for name, d in objects(docs, "Deployment").items() if server_container(d)["args"][0] == "serve"}
+
+
 def serve_args(deployment: dict) -> dict[str, str]:
     """`champollion serve --family F --port P ...` as {"--family": F, ...}."""
     container = server_container(deployment)
@@ -155,7 +160,7 @@ def test_every_family_has_deployment_headless_service_pdb_and_hpa_with_grpc_prob
         service = services.get(match["service"])
         assert service is not None, f"{family} routes to {match['service']}, which does not exist"
         served[match["service"]] = (family, service, int(match["port"]))
-    deployments = objects(docs, "Deployment")
+    deployments = servers(docs)
     # Nothing deployed that the gateway does not reach, and the reverse.
     assert set(deployments) == {*served, "gateway"}
     for name, (family, service, port) in {**served, "gateway": ("gateway", services["gateway"], 50051)}.items():
@@ -189,8 +194,8 @@ def test_every_family_has_deployment_headless_service_pdb_and_hpa_with_grpc_prob
         hpa = hpas[name]["spec"]
         assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": name}
         assert 1 <= hpa["minReplicas"] <= hpa["maxReplicas"]
-    # Each PDB and HPA belongs to a deployment.
-    assert set(pdbs) == set(hpas) == set(deployments)
+    # Each PDB and HPA belongs to a deployment (the web front's too).
+    assert set(pdbs) == set(hpas) == {*deployments, "web"} == set(objects(docs, "Deployment"))
 
 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
@@ -250,7 +255,7 @@ def test_the_gateway_asks_for_tokens_and_serves_tls_from_secrets(kustomization, 
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
 def test_families_that_use_analyzers_read_them_from_a_volume_the_analyzers_image_fills(kustomization):
     docs = render(kustomization)
-    deployments = [d for d in objects(docs, "Deployment").values() if serve_args(d)["--family"] in ANALYZER_FAMILIES]
+    deployments = [d for d in servers(docs).values() if serve_args(d)["--family"] in ANALYZER_FAMILIES]
     assert {serve_args(d)["--family"] for d in deployments} == ANALYZER_FAMILIES
     for deployment in deployments:
         name = deployment["metadata"]["name"]
@@ -269,7 +274,7 @@ def test_families_that_use_analyzers_read_them_from_a_volume_the_analyzers_image
 @pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
 def test_only_the_semantic_family_asks_for_gpus(kustomization):
     docs = render(kustomization)
-    for name, deployment in objects(docs, "Deployment").items():
+    for name, deployment in servers(docs).items():
         pod = deployment["spec"]["template"]["spec"]
         gpu_limits = [c["resources"].get("limits", {}).get(GPU) for c in pod["containers"] + pod.get("initContainers", [])]
         if serve_args(deployment)["--family"] == "semantic":
@@ -300,7 +305,7 @@ def test_regional_routes_cover_every_language_served_and_point_at_the_right_serv
     assert isinstance(structural, dict) and structural["routes"]
     services = objects(docs, "Service")
     served_by: dict[str, set[str]] = {}  # service -> languages
-    for deployment in objects(docs, "Deployment").values():
+    for deployment in servers(docs).values():
         args = serve_args(deployment)
         if args["--family"] == "structural":
             assert "--languages" in args, f"{deployment['metadata']['name']} serves every language"
@@ -321,7 +326,7 @@ def test_regional_routes_cover_every_language_served_and_point_at_the_right_serv
         assert config.address_for("structural", language) == target
     # Regional placement: each regional service on its own nodes.
     selectors = {tuple(sorted(d["spec"]["template"]["spec"].get("nodeSelector", {}).items()))
-                 for d in objects(docs, "Deployment").values() if serve_args(d)["--family"] == "structural"}
+                 for d in servers(docs).values() if serve_args(d)["--family"] == "structural"}
     assert len(selectors) == len(served_by)
 
 
@@ -348,3 +353,32 @@ def test_the_dockerfile_installs_each_familys_extras_only():
               for c in d["spec"]["template"]["spec"]["containers"] + d["spec"]["template"]["spec"].get("initContainers", [])}
     assert images == {f"champollion-{name}" for name in [*by_family, "analyzers"]}
     assert re.search(r"^FROM \S+ AS analyzers$", text, re.M)
+
+
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_the_web_front_shares_the_gateways_store_and_tokens(kustomization):
+    """`champollion web` (the gateway's image) reads the gateway's store URL
+    and tokens file from the same Secrets, its session key from a Secret
+    made outside kustomize, and is probed over HTTP on /healthz."""
+    from champollion.apps.cli.parser import build_parser
+
+    docs = render(kustomization)
+    web, gateway = objects(docs, "Deployment")["web"], objects(docs, "Deployment")["gateway"]
+    container = server_container(web)
+    assert container["command"] == ["champollion"] and container["image"] == server_container(gateway)["image"]
+    parsed = build_parser().parse_args(container["args"])
+    assert parsed.auth == serve_args(gateway)["--auth"] and parsed.secure_cookie and parsed.host == "0.0.0.0"
+    tokens_volume, _ = mounted_file(web, parsed.auth)
+    gateway_tokens, _ = mounted_file(gateway, serve_args(gateway)["--auth"])
+    assert tokens_volume["secret"] == gateway_tokens["secret"]
+    session_volume, key = mounted_file(web, parsed.secret_file)
+    assert session_volume["secret"]["secretName"] == "champollion-web-session" and key == "key"
+    assert "champollion-web-session" not in objects(docs, "Secret")  # never a key in the repository
+    env = {var["name"]: var for var in container["env"]}
+    gateway_env = {var["name"]: var for var in server_container(gateway)["env"]}
+    assert env["CHAMPOLLION_STORE"] == gateway_env["CHAMPOLLION_STORE"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}
+    service = objects(docs, "Service")["web"]
+    assert deployment_behind(docs, service)["metadata"]["name"] == "web"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True

@@ -85,6 +85,7 @@ def test_the_live_leaderboard_equals_leaderboard_json(app, tokens, runs, capsys)
 
 def test_the_public_sees_the_rows_without_the_maintainers_columns(app, runs):
     with TestClient(app) as visitor:
+        assert visitor.get("/healthz").text == "ok"
         rows = visitor.get(f"/api/leaderboard/{CORPUS_ID}").json()["rows"]
         assert rows and not any("submitted_by" in row or "review" in row for row in rows)
         assert visitor.get("/api/leaderboard/web-no-such-corpus").status_code == 404

@@ -49,6 +49,11 @@ class RunStore:
             raise
         return store
 
+    def ping(self) -> None:
+        """A round trip to the database (StoreError when it does not answer)."""
+        with self._connection() as connection:
+            connection.execute(text("SELECT 1"))
+
     def upgrade(self) -> None:
         with self._connection(write=True) as connection:
             upgrade_to_head(connection)

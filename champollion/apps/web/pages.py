@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.routing import Route
 
 from champollion.apps.client import row_flags
@@ -137,7 +137,12 @@ def routes(front: Front) -> list[Route]:
                           versions=versions, mix={key: sorted(counter.items()) for key, counter in mix.items()},
                           flags=flags)
 
+    async def healthz(request: Request) -> PlainTextResponse:
+        await front.call(lambda store: store.ping())  # StoreError: 503
+        return PlainTextResponse("ok")
+
     return [
+        Route("/healthz", front.endpoint(healthz)),
         Route("/", front.endpoint(home)),
         Route("/signin", front.endpoint(signin_form), methods=["GET"]),
         Route("/signin", front.endpoint(signin), methods=["POST"]),
