@@ -202,3 +202,29 @@ def test_a_hostile_output_is_text_in_the_page(app, tokens, runs, stack):
     shown = next(page for page in pages if "window.__pwned" in page)
     assert HOSTILE not in shown
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in shown
+
+
+def test_a_closed_campaign_takes_no_more_ratings(app, tokens, runs, stack):
+    with Client(stack.gateway_address) as client:
+        campaign = client.create_campaign("to close", runs["dev"], ["rater-3"], items=2, overlap=1)
+    url = f"/review/campaigns/{campaign['campaign_id']}"
+    with signed_in(app, tokens[1].maintainer) as alice:
+        page = alice.get(url)
+        assert alice.post(f"{url}/state", data={"state": "closed"}, follow_redirects=False).status_code == 403
+        closed = alice.post(f"{url}/state", data={"state": "closed", "csrf": csrf_of(page.text)})
+        assert closed.status_code == 200 and 'id="open-campaign"' in closed.text
+    with signed_in(app, tokens[1].reviewers["rater-3"]) as rater:
+        task = rater.get(f"{url}/rate/0")
+        refused = rater.post(f"/api{url}/rate/0", json={"ratings": [{"score": 50}] * 4},
+                             headers={"x-csrf-token": csrf_of(task.text)})
+        assert refused.status_code == 409 and "closed" in refused.json()["error"]
+        assert rater.get(f"{url}/rate", follow_redirects=False).headers["location"].endswith("/rate/0")
+
+
+def test_unknown_pages_and_anonymous_review_pages_answer_with_a_status(app):
+    with TestClient(app) as visitor:
+        missing = visitor.get("/no/such/page")
+        assert missing.status_code == 404 and 'id="error"' in missing.text
+        assert visitor.get("/runs/ffffffffffffffff").status_code == 404
+        review = visitor.get("/review")
+        assert review.status_code == 401 and 'href="/signin"' in review.text

@@ -120,7 +120,7 @@ def _donor(outputs: dict[str, str | None], entry_id: str, sampled: list[str]) ->
 def checked_ratings(systems: list[str], form: dict[str, dict]) -> dict[str, dict]:
     """A task's ratings as sent ({system: {score, usable, spans}} for every
     system shown), checked: a score from 0 to 100 for each, a verdict yes,
-    no or none, spans inside the output with a known severity."""
+    no or none, spans with 0 <= start < end and a known severity."""
     checked = {}
     for index, system in enumerate(systems):
         sent = form.get(system)

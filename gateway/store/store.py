@@ -25,6 +25,8 @@ from gateway.store.rows import (
 )
 from gateway.store.tables import run_entries, runs
 
+# What a card's entry is read from (the stored output is for review, not the card).
+ENTRY_COLUMNS = ("position", "entry_id", "difficulty", "error", "scores", "stats")
 RUN_SUMMARY = ("run_id", "created_at", "dataset_id", "corpus_version", "model_slug", "condition",
                "composite_score", "quality_tier", "fingerprint_hash", "corpus_tier", "submitted_by", "review")
 
@@ -123,7 +125,8 @@ class RunStore:
     def _entry_batches(self, run_id: str, batch: int) -> Iterator[list[dict]]:
         def fetch(connection: Connection, position: int) -> list[tuple[int, dict]]:
             rows = connection.execute(
-                select(run_entries).where(run_entries.c.run_id == run_id, run_entries.c.position >= position)
+                select(*(run_entries.c[name] for name in ENTRY_COLUMNS))
+                .where(run_entries.c.run_id == run_id, run_entries.c.position >= position)
                 .order_by(run_entries.c.position).limit(batch)).all()
             return [(row.position, entry_from_row(row)) for row in rows]
 

@@ -19,7 +19,7 @@ from gateway.review.campaigns import CampaignRequest, check_flag, checked_rating
 from gateway.review.results import judgments_tsv
 from gateway.server.access import is_maintainer
 from gateway.server.readings import runs_for
-from gateway.store.reviews import OPEN
+from gateway.store.reviews import CLOSED, OPEN
 
 
 def _reviewer(visitor: Visitor, campaign: dict) -> str:
@@ -79,6 +79,17 @@ def routes(front: Front) -> list[Route]:
         campaign, flags = await front.call(read)
         return front.page(request, "campaign.html.j2", title=f"Campaign {campaign['name']}", campaign=campaign,
                           results=campaign["results"], flags=flags, bar=protocol, flag_names=protocol.REFERENCE_FLAGS)
+
+    async def set_state(request: Request):
+        """Closes a campaign (its ratings are final: no more are taken) or opens it again."""
+        front.maintainer(request, "close campaign")
+        form = await front.form(request)
+        state = str(form.get("state", ""))
+        if state not in (OPEN, CLOSED):
+            raise PageError(400, f"state: {OPEN} or {CLOSED}, got {state[:20]!r}")
+        campaign_id = request.path_params["campaign_id"]
+        await front.call(lambda store: store.set_campaign_state(campaign_id, state))
+        return RedirectResponse(f"/review/campaigns/{campaign_id}", 303)
 
     async def results_json(request: Request) -> JSONResponse:
         front.maintainer(request, "campaign results")
@@ -184,6 +195,7 @@ def routes(front: Front) -> list[Route]:
         Route("/review", front.endpoint(campaigns)),
         Route("/review/campaigns", front.endpoint(create), methods=["POST"]),
         Route("/review/campaigns/{campaign_id}", front.endpoint(campaign_page)),
+        Route("/review/campaigns/{campaign_id}/state", front.endpoint(set_state), methods=["POST"]),
         Route("/review/campaigns/{campaign_id}/judgments.tsv", front.endpoint(results_tsv)),
         Route("/api/review/campaigns/{campaign_id}", front.endpoint(results_json)),
         Route("/review/campaigns/{campaign_id}/rate", front.endpoint(next_task)),
