@@ -186,6 +186,7 @@ def test_campaigns_refuse_what_cannot_be_reviewed(scored, stack, tmp_path):
             (CampaignRequest("overlap", scored["runs"], ["a", "b"], overlap=3), "overlap: each item needs 3"),
             (CampaignRequest("no reviewer", scored["runs"], []), "reviewers: give one or more"),
             (CampaignRequest("", scored["runs"], ["a"]), "name: required"),
+            (CampaignRequest("x" * 201, scored["runs"], ["a"]), "name: required, at most 200"),
         ):
             with pytest.raises(ValueError, match=message):
                 create_campaign(store, request)

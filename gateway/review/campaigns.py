@@ -17,6 +17,7 @@ from gateway.review.results import Rating, campaign_results, system_validated
 from gateway.store import RunStore
 
 MAX_ITEMS = 10_000
+MAX_NAME = 200
 MAX_NOTE = 2_000
 
 
@@ -45,8 +46,8 @@ def derived_seed(seed: int, *parts: str) -> int:
 
 
 def _check_request(request: CampaignRequest) -> None:
-    if not request.name.strip():
-        raise CampaignRefused("name: required")
+    if not request.name.strip() or len(request.name) > MAX_NAME:
+        raise CampaignRefused(f"name: required, at most {MAX_NAME} characters")
     if len(request.run_ids) < 2 or len(set(request.run_ids)) != len(request.run_ids):
         raise CampaignRefused(f"run_ids: give two or more different stored runs, got {len(request.run_ids)}")
     reviewers = [name.strip() for name in request.reviewers]
