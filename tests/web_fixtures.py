@@ -61,7 +61,10 @@ def store_four_runs(gateway_address: str, corpus_id: str = CORPUS_ID) -> list[st
     with Client(gateway_address) as client:
         client.register_corpus(corpus(corpus_id), "dev")
         return [client.evaluate(gateway_pb2.CorpusRef(id=corpus_id), system_predictions(system),
-                                {"model_slug": f"system-{system}"})["run_id"] for system in range(4)]
+                                # A prompt of its own per corpus id: the same corpus content under two
+                                # ids is one corpus version, and the same configuration on it one submission.
+                                {"model_slug": f"system-{system}", "prompt": f"Translate into Plains Cree ({corpus_id})."}
+                                )["run_id"] for system in range(4)]
 
 
 @dataclass
