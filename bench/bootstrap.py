@@ -29,7 +29,7 @@ from sacrebleu.significance import PairedTest, _bootstrap_resample  # noqa: E402
 
 from bench.surface_overhead import build_request  # noqa: E402
 from bench.wmt21 import paired_runs  # noqa: E402
-from champollion import logs  # noqa: E402
+from champollion.core import logs  # noqa: E402
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
 from champollion.apps.inputs import load_run_card_for_compare  # noqa: E402
 from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402

@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 import grpc  # noqa: E402
 
 from bench.wmt21 import segments  # noqa: E402
-from champollion import logs  # noqa: E402
+from champollion.core import logs  # noqa: E402
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2, gateway_pb2_grpc  # noqa: E402
 from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
 from champollion.core.run_card import run_card_from_proto  # noqa: E402

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from bench.wmt21 import segments  # noqa: E402
-from champollion import logs  # noqa: E402
+from champollion.core import logs  # noqa: E402
 from champollion.core.cards import default_registry  # noqa: E402
 from services.contract import BatchContext, EntryInput  # noqa: E402
 from services.registry import create_scorer  # noqa: E402

@@ -166,7 +166,7 @@ def main() -> int:
     parser.add_argument("--threads-too", action="store_true", help="(a) once more, scoring in threads")
     parser.add_argument("--batch-size", type=int, default=256, help="entries per family call in (c)")
     args = parser.parse_args()
-    from champollion import logs
+    from champollion.core import logs
     logs.configure("WARNING")
 
     entries, predictions = segments(args.entries)

@@ -41,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.wmt21 import DATA, read_lines  # noqa: E402
-from champollion import logs  # noqa: E402
+from champollion.core import logs  # noqa: E402
 from champollion.core.analyzers import DEFAULT_FST_DIR  # noqa: E402
 from champollion.core.cards import default_registry  # noqa: E402
 from champollion.core.words import words_of  # noqa: E402

@@ -31,7 +31,7 @@ from sqlalchemy import insert  # noqa: E402
 
 from bench.surface_overhead import build_request  # noqa: E402
 from bench.wmt21 import segments  # noqa: E402
-from champollion import logs  # noqa: E402
+from champollion.core import logs  # noqa: E402
 from champollion.eval.v1 import gateway_pb2_grpc  # noqa: E402
 from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
 from champollion.core.run_card import run_card_from_proto  # noqa: E402

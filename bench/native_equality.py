@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sacrebleu.metrics import BLEU, CHRF, TER  # noqa: E402
 
 from bench.wmt21 import read_lines, segments  # noqa: E402
-from champollion import sacrebleu_adapter  # noqa: E402
+from champollion.core import sacrebleu_adapter  # noqa: E402
 from champollion.core.native import _stats  # noqa: E402
 
 # The surface family's configurations (sacrebleu_adapter.build_metric), built fresh.

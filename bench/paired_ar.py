@@ -27,7 +27,7 @@ from sacrebleu.significance import PairedTest
 
 from bench.surface_overhead import build_request
 from bench.wmt21 import read_lines
-from champollion import logs
+from champollion.core import logs
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from champollion.apps.inputs import load_run_card_for_compare
 from champollion.apps.launch.embedded import EmbeddedStack

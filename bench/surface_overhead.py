@@ -27,7 +27,7 @@ import grpc  # noqa: E402
 from sacrebleu.metrics import BLEU, CHRF, TER  # noqa: E402
 
 from bench.wmt21 import segments  # noqa: E402
-from champollion import (
+from champollion.core import (
     logs,  # noqa: E402
     sacrebleu_adapter,  # noqa: E402
 )

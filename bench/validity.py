@@ -44,7 +44,7 @@ import grpc  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 from bench.wmt21 import DATA, MQM_SCORES, mqm_name, mqm_systems, read_lines, systems, translations  # noqa: E402
-from champollion import logs  # noqa: E402
+from champollion.core import logs  # noqa: E402
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
 from champollion.apps.meta_eval.human_judgments import read_judgments  # noqa: E402
 from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402

@@ -13,13 +13,13 @@ import json
 import grpc
 import pytest
 
-from champollion.apps.cli import build_parser, main
+from champollion.apps.cli import build_parser
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from champollion.apps.launch.embedded import EmbeddedStack
 from champollion.apps.launch.local_cluster import LocalCluster
 from champollion.core.run_card import entry_as_dict, message_to_dict
 from gateway.server.config import load_config
-from tests.conftest import EXAMPLE, evaluate, make_request
+from tests.conftest import EXAMPLE, evaluate, make_request, run_cli
 
 DATASET = "champollion-example-eng-spa"
 # Spec §9.1's denormalised columns, as the issue lists them.
@@ -35,7 +35,8 @@ UNREACHABLE = "postgresql://champollion:s3cret-pw@127.0.0.1:1/runs"
 
 
 def cli(capsys, *args) -> tuple[int, str, str]:
-    code = main([str(arg) for arg in args])
+    capsys.readouterr()  # what the session's in-process services logged before: not the command's
+    code = run_cli(*args)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -90,8 +91,8 @@ def runs(store_gateway, tmp_path_factory, run_card_validator) -> dict[str, dict]
         ("a2", EXAMPLE / "predictions.jsonl", EXAMPLE / "meta.json"),
     ):
         out = folder / f"{name}.json"
-        code = main(["evaluate", str(EXAMPLE / "corpus.json"), str(predictions), "--meta", str(meta_path),
-                     "--gateway", store_gateway, "--out", str(out)])
+        code = run_cli("evaluate", str(EXAMPLE / "corpus.json"), str(predictions), "--meta", str(meta_path),
+                     "--gateway", store_gateway, "--out", str(out))
         assert code == 0
         card = json.loads(out.read_text(encoding="utf-8"))
         run_card_validator.validate(card)
@@ -264,8 +265,8 @@ def test_bad_inputs_one_line_and_the_gateway_keeps_serving(capsys, runs, store_g
 def test_unreachable_store_still_returns_the_card_with_a_warning(capsys, stack, run_card_validator, tmp_path):
     with EmbeddedStack(families=(), remote_families=stack.family_addresses, store=UNREACHABLE) as down:
         out = tmp_path / "card.json"
-        code = main(["evaluate", str(EXAMPLE / "corpus.json"), str(EXAMPLE / "predictions.jsonl"),
-                     "--gateway", down.gateway_address, "--out", str(out)])
+        code = run_cli("evaluate", str(EXAMPLE / "corpus.json"), str(EXAMPLE / "predictions.jsonl"),
+                     "--gateway", down.gateway_address, "--out", str(out))
         assert code == 0
         assert "not stored" in capsys.readouterr().out  # the summary says so
         card = json.loads(out.read_text(encoding="utf-8"))

@@ -6,10 +6,9 @@ import json
 import grpc
 import pytest
 
-from champollion.apps import cli
 from champollion.eval.v1 import gateway_pb2
 from champollion.core.usage import UsageValueError, read_usage
-from tests.conftest import evaluate, make_request
+from tests.conftest import evaluate, make_request, run_cli
 
 ENTRY = {"id": "a", "source": "Save changes", "reference": "Guardar cambios"}
 PRICING = {"prompt_per_1m": 2.0, "completion_per_1m": 8.0, "cached_per_1m": 0.5}
@@ -197,8 +196,8 @@ def cli_evaluate(stack, tmp_path, usages: list[dict]) -> tuple[int, dict | None]
     meta = tmp_path / "meta.json"
     meta.write_text(json.dumps({"pricing": PRICING}))
     out = tmp_path / "card.json"
-    status = cli.main(["evaluate", str(corpus), str(predictions), "--meta", str(meta),
-                       "--gateway", stack.gateway_address, "--out", str(out)])
+    status = run_cli("evaluate", corpus, predictions, "--meta", meta, "--gateway", stack.gateway_address,
+                     "--out", out)
     return status, json.loads(out.read_text()) if status == 0 else None
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from champollion.apps.web.app import WebSettings
 from gateway.store import RunStore, default_store_url
-from tests.web_fixtures import ARABIC, HOSTILE, corpus, served, store_four_runs, write_tokens
+from tests.web_fixtures import ARABIC, corpus, served, store_four_runs, write_tokens
 
 CORPUS_ID = "web-browser-crk"
 REFERENCES = {entry["reference"] for entry in corpus(CORPUS_ID)["entries"]}

@@ -182,8 +182,9 @@ class ReviewCache:
     """What campaigns say about stored runs, each campaign's results
     computed once per reading (a leaderboard reads many runs)."""
 
-    def __init__(self, store: RunStore):
+    def __init__(self, store: RunStore, run_ids: list[str]):
         self.store = store
+        self._campaigns = store.campaigns_of_runs(run_ids)  # one query for every run read
         self._results: dict[str, dict | None] = {}
 
     def _campaign_results(self, campaign_id: str) -> dict | None:
@@ -195,7 +196,7 @@ class ReviewCache:
         """The run card's `community_review` block: every campaign that
         reviews the run, and whether one validates its tier (None: no
         campaign reviews it)."""
-        campaign_ids = self.store.campaigns_of_runs([run_id])[run_id]
+        campaign_ids = self._campaigns[run_id]
         if not campaign_ids:
             return None
         summaries = [self._summary(campaign_id, run_id) for campaign_id in campaign_ids]

@@ -39,7 +39,7 @@ def leaderboard_for(store: RunStore, caller: Caller, dataset_id: str, **options)
     keywords) with the rows `caller` may see."""
     _check_listing(store, caller, dataset_id, "Leaderboard")
     board = store.leaderboard(dataset_id, hidden_tiers=hidden_tiers(caller), **options)
-    reviews = ReviewCache(store)
+    reviews = ReviewCache(store, [row["run_id"] for row in board["rows"]])
     rows = [{**row, "community_review": reviews.label(row["run_id"], row.get("quality_tier"))}
             for row in board["rows"]]
     return {**board, "rows": [listed_row(caller, row) for row in rows]}
@@ -51,7 +51,7 @@ def run_for(store: RunStore, caller: Caller, run_id: str) -> CardView:
     tier, _ = store.run_access(run_id)
     check_read(caller, tier, "GetRun")
     card = store.get_run(run_id)
-    review = ReviewCache(store).block(card["run_id"], card["scores"].get("quality_tier"))
+    review = ReviewCache(store, [card["run_id"]]).block(card["run_id"], card["scores"].get("quality_tier"))
     if review is not None:
         card = with_review(card, review)
     return stored_view(card, caller.role)

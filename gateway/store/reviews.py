@@ -154,10 +154,6 @@ def save_ratings(connection: Connection, campaign_id: str, reviewer: str, positi
         review_tasks.c.position == position).values(done_at=now))
 
 
-def task_systems(connection: Connection, campaign_id: str, reviewer: str, position: int) -> list[str]:
-    return list(_task_row(connection, campaign_id, reviewer, position).systems)
-
-
 def ratings(connection: Connection, campaign_id: str) -> list[dict]:
     """Every rating of the campaign with its task's entry, kind and whether
     the rated output was the degraded one."""

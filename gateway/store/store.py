@@ -300,10 +300,6 @@ class RunStore:
         with self._connection() as connection:
             return reviews.task(connection, campaign_id, reviewer, position)
 
-    def review_task_systems(self, campaign_id: str, reviewer: str, position: int) -> list[str]:
-        with self._connection() as connection:
-            return reviews.task_systems(connection, campaign_id, reviewer, position)
-
     def save_ratings(self, campaign_id: str, reviewer: str, position: int, ratings: dict[str, dict]) -> None:
         with self._connection(write=True) as connection:
             reviews.save_ratings(connection, campaign_id, reviewer, position, ratings, datetime.now(timezone.utc))

@@ -148,6 +148,12 @@ def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | N
     Path(path).write_text(render_report(cards, inputs), encoding="utf-8")
 
 
+def board_rows(rows: list[dict]) -> list[dict]:
+    """Leaderboard rows (as `leaderboard --json` prints them) as a page shows
+    them: the BOARD_COLUMNS cells and the flags in words."""
+    return [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row)} for row in rows]
+
+
 def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str) -> None:
     """A leaderboard page: the sortable table of `rows` (as `champollion
     leaderboard --json` prints them) and the across-run figures of `cards`
@@ -155,6 +161,5 @@ def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, titl
     by_id = {card.get("run_id"): card for card in cards}
     ordered = [by_id[row["run_id"]] for row in rows if row.get("run_id") in by_id]
     runs = _runs(ordered, None)
-    board = [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row)} for row in rows]
-    _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board,
+    _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board_rows(rows),
            missing_cards=len(rows) - len(ordered), **_sections(runs))

@@ -10,23 +10,13 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.routing import Route
 
-from champollion.apps.client import row_flags
-from champollion.apps.report.render import BOARD_COLUMNS, render_report
+from champollion.apps.report.model import Run, score_rows
+from champollion.apps.report.render import BOARD_COLUMNS, board_rows, render_report
 from champollion.apps.web.rendering import REPORT_CSP, Front, PageError
 from gateway.server.access import check_read, is_maintainer
 from gateway.server.auth import may_use_tier
 from gateway.server.readings import leaderboard_for, run_for, runs_for
 
-# The run page's metric rows: (score key, label).
-RUN_METRICS = (
-    ("composite", "composite"), ("chrf_plus_plus", "chrF++"), ("bleu", "BLEU"), ("ter", "TER"),
-    ("exact_match_rate", "exact match"), ("equivalent_match_rate", "equivalent match"),
-    ("fst_acceptance_rate", "FST acceptance"), ("morphological_accuracy", "morphological accuracy"),
-    ("orthographic_accuracy", "orthographic accuracy"), ("semantic_score", "semantic"), ("comet_score", "COMET"),
-    ("code_switching_rate", "code switching"), ("hallucination_rate", "hallucination"),
-    ("terminology_adherence", "terminology"), ("consistency_score", "consistency"),
-    ("cost_adjusted", "cost adjusted"), ("tokens_per_second", "tokens/s"), ("avg_latency_seconds", "latency (s)"),
-)
 ENTRY_COLUMNS = (("composite", "composite"), ("chrf_plus_plus", "chrF++"), ("semantic_score", "semantic"))
 TRUE = ("1", "true", "yes", "on")
 
@@ -82,21 +72,21 @@ def routes(front: Front) -> list[Route]:
         request.state.new_session = front.sessions.new()
         return RedirectResponse("/", 303)
 
-    async def board_rows(request: Request, page: str) -> dict:
+    async def read_board(request: Request, page: str) -> dict:
         visitor = front.visitor(request, page)
         options = board_options(request)
         dataset_id = request.path_params["dataset_id"]
         return await front.call(lambda store: leaderboard_for(store, visitor.caller, dataset_id, **options))
 
     async def leaderboard(request: Request) -> HTMLResponse:
-        board = await board_rows(request, "leaderboard")
-        rows = [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row),
-                 "community": row.get("community_review"), "run_id": row["run_id"]} for row in board["rows"]]
+        board = await read_board(request, "leaderboard")
+        rows = [{**shown, "community": row.get("community_review"), "run_id": row["run_id"]}
+                for shown, row in zip(board_rows(board["rows"]), board["rows"])]
         return front.page(request, "leaderboard.html.j2", title=f"Leaderboard: {board['dataset_id']}", board=board,
                           rows=rows, columns=BOARD_COLUMNS, query=dict(request.query_params))
 
     async def leaderboard_json(request: Request) -> JSONResponse:
-        board = await board_rows(request, "leaderboard")
+        board = await read_board(request, "leaderboard")
         return JSONResponse(board)
 
     async def run_page(request: Request) -> HTMLResponse:
@@ -104,7 +94,8 @@ def routes(front: Front) -> list[Route]:
         view = await front.call(lambda store: run_for(store, visitor.caller, request.path_params["run_id"]))
         card = view.card
         return front.page(request, "run.html.j2", title=f"Run {card['run_id'][:12]}", card=card,
-                          entries=card.get("entries") if view.entries else None, metrics=RUN_METRICS,
+                          entries=card.get("entries") if view.entries else None,
+                          score_rows=score_rows([Run(card)]),
                           entry_columns=ENTRY_COLUMNS, review=card.get("community_review"))
 
     async def run_report(request: Request) -> HTMLResponse:

@@ -150,14 +150,13 @@ def routes(front: Front) -> list[Route]:
             reviewer = _reviewer(visitor, campaign)
             if campaign["state"] != OPEN:
                 raise PageError(409, f"campaign {campaign_id} is {campaign['state']}")
-            systems = store.review_task_systems(campaign_id, reviewer, position)
-            sent = body.get("ratings")
+            task = store.review_task(campaign_id, reviewer, position)
+            systems, sent = task["systems"], body.get("ratings")
             if not isinstance(sent, list) or len(sent) != len(systems):
                 raise PageError(400, f"ratings: one per output shown ({len(systems)})")
             ratings = checked_ratings(systems, {system: rating if isinstance(rating, dict) else {}
                                                 for system, rating in zip(systems, sent)})
             store.save_ratings(campaign_id, reviewer, position, ratings)
-            task = store.review_task(campaign_id, reviewer, position)
             return campaign, task, store.reviewer_progress(campaign_id)[reviewer]
 
         campaign, task, progress = await front.call(save)
