@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import grpc
 import jsonschema
+import numpy as np
 import pytest
 import structlog
 
@@ -20,6 +21,7 @@ from champollion.apps import cli as champollion_cli
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from champollion.apps.launch.embedded import EmbeddedStack
 from champollion.core.run_card import run_card_from_proto
+from gateway.card.adequacy import gated_statistics, inadequate_entries
 from gateway.store import default_store_url
 from tests.postgres import start_cluster
 
@@ -126,6 +128,15 @@ def make_request(
         request.corpus.entries.add(**{"source": "a source sentence", **entry})
     request.options.batch_size = batch_size
     return request
+
+
+def composite_statistics(card: dict) -> dict:
+    """The per-entry statistics the card's composite reads: those of its
+    composite metrics, entries marked inadequate at their worst (the
+    adequacy gates, tested in tests/test_adequacy.py)."""
+    weights = card["composite_coverage"]["weights"]
+    stats = {m: np.asarray([entry["stats"][m] for entry in card["entries"]], dtype=float) for m in weights}
+    return gated_statistics(stats, inadequate_entries(card["entries"]), list(weights))
 
 
 def evaluate(gateway, request) -> dict:

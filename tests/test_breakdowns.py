@@ -8,7 +8,7 @@ import pytest
 from sacrebleu.metrics import CHRF
 
 from gateway.card.breakdowns import size_warnings
-from tests.conftest import evaluate, make_request
+from tests.conftest import composite_statistics, evaluate, make_request
 from tests.test_composite import spec_composite
 from tests.test_surface_corpus import synthetic_corpus
 
@@ -30,10 +30,14 @@ def group_by_hand(card, entries, predictions, rows):
     references = [entries[i]["reference"] for i in rows]
     chrf = CHRF(word_order=2).corpus_score(hypotheses, [references]).score
     exact = sum(" ".join(h.split()) == " ".join(r.split()) for h, r in zip(hypotheses, references)) / len(rows)
-    values = {"chrf_plus_plus": chrf, "exact_match_rate": exact}
-    for metric_id in card["composite_coverage"]["weights"]:
-        summed = np.sum([card["entries"][i]["stats"][metric_id] for i in rows], axis=0)
-        if metric_id not in values and summed[1] > 0:
+    # The composite reads inadequate entries at their worst (the adequacy gates).
+    gated = composite_statistics(card)
+    values = {}
+    for metric_id, matrix in gated.items():
+        summed = matrix[rows].sum(axis=0)
+        if metric_id == "chrf_plus_plus":
+            values[metric_id] = CHRF(word_order=2)._compute_score_from_stats(list(summed)).score
+        elif summed[1] > 0:
             values[metric_id] = summed[0] / summed[1]
     composite = spec_composite(values, card["composite_coverage"]["profile"])
     return {"n": len(rows), "chrf_plus_plus": chrf, "exact_match_rate": exact, "composite": composite}

@@ -214,7 +214,7 @@ def test_the_scorers_hand_all_texts_of_a_batch_in_one_call(embedder):
     sources, predictions, references = SENTENCES[:4], SENTENCES[4:8], SENTENCES[8:12]
     semantic_scores(embedder, predictions, references, sources)
     detachments(embedder, sources, predictions, references)
-    assert embedder.calls == [8, 12]
+    assert embedder.calls == [16, 12]
 
 
 def test_threads_sharing_an_encoder_get_the_vectors_of_one_thread(embedder, texts):

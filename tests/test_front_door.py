@@ -267,7 +267,7 @@ def test_metrics_chosen_leave_the_rest_null_not_requested(cli, stack, systems, r
     assert not any("COMET" in warning for warning in card["warnings"])  # the semantic family was not called
     assert card["composite_coverage"]["weights"] == {"chrf_plus_plus": 1.0}
     assert "semantic_score" in card["composite_coverage"]["not_requested"]
-    assert set(card["entries"][0]["scores"]) <= {"bleu", "chrf_plus_plus", "ter", "composite"}
+    assert set(card["entries"][0]["scores"]) <= {"bleu", "chrf_plus_plus", "ter", "composite", "adequate", "adequacy_gates"}
     summary = cli(*plain(systems, systems["a"]), "-m", "bleu,chrf,ter", "--gateway", stack.gateway_address).stdout
     assert "not requested: 16 other metrics" in summary and "semantic: not requested" not in summary
 

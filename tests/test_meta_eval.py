@@ -13,6 +13,8 @@ import sacrebleu
 from scipy import stats as scipy_stats
 
 from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
+from champollion.core.degenerate import floor_outputs
+from gateway.card.composite import weighted_composite
 from tests.conftest import EXAMPLE, evaluate, make_request
 
 # Best first: system k damages the first DAMAGED_PER_RANK * k entries.
@@ -328,3 +330,189 @@ def test_segments_that_are_neither_ids_nor_positions(cli, cards, tmp_path):
     human.write_text("sys-best\tnowhere\t1\nsys-good\tnowhere\t0\n", encoding="utf-8")
     line = error_line(cli, "--human", human, cards["sys-best"]["path"], cards["sys-good"]["path"])
     assert f"{human}: segment 'nowhere' is neither an entry id" in line
+
+
+# --- the composite from the adequacy-gated statistics ---------------------------------
+
+def composite_of_values(card: dict) -> float:
+    """The composite of the card's own (ungated) metric values with its weights."""
+    weights = card["composite_coverage"]["weights"]
+    return float(weighted_composite({m: np.array([card["scores"][m]]) for m in weights}, weights)[0])
+
+
+def test_inadequate_entries_enter_the_composite_at_their_worst(cli, cards, tmp_path):
+    """Every system but the best has entries the length gate refuses: with
+    every segment judged, meta-eval's composite is the card's, not the one
+    the ungated statistics give; a card without the marks (older than the
+    gates) reads as it did."""
+    poor = cards["sys-poor"]["card"]
+    assert any(entry["scores"]["adequate"] is False for entry in poor["entries"])
+    assert poor["scores"]["composite"] < composite_of_values(poor) - 1e-6
+    human = tmp_path / "human.tsv"
+    write_system_score(human, lambda rank, position: -segment_errors(rank, position))
+    report = meta_eval_json(cli, "--human", human, *card_paths(cards))
+    for name in SYSTEMS:
+        assert report["metrics"]["composite"]["system_scores"][name] == pytest.approx(
+            cards[name]["card"]["scores"]["composite"]), name
+
+    unmarked = json.loads(json.dumps(poor))
+    for entry in unmarked["entries"]:
+        entry["scores"].pop("adequate")
+        entry["scores"].pop("adequacy_gates", None)
+    old = tmp_path / "sys-poor-unmarked.json"
+    old.write_text(json.dumps(unmarked), encoding="utf-8")
+    paths = [*card_paths(cards)[:-1], old]
+    report = meta_eval_json(cli, "--human", human, *paths)
+    assert report["metrics"]["composite"]["system_scores"]["sys-poor"] == pytest.approx(composite_of_values(poor))
+
+
+# --- degenerate systems (--floor) ------------------------------------------------------
+
+FLOOR = ("constant", "source_copy", "half_reference", "empty")
+
+
+def hand_card(name: str, exact: list[int], flagged: list[int], adequate: bool = True,
+              version: str = "v-hand") -> dict:
+    """A card of four entries with two metrics, statistics written by hand:
+    exact_match_rate [match, 1]; hallucination_rate [flagged words, 4 words]
+    (lower is better); the composite weighs them equally."""
+    entries = [{"id": f"e{k}", "stats": {"exact_match_rate": [match, 1], "hallucination_rate": [words, 4]},
+                "scores": {} if adequate else {"adequate": False, "adequacy_gates": {"repeated": "by hand"}}}
+               for k, (match, words) in enumerate(zip(exact, flagged), start=1)]
+    return {"model_slug": name, "dataset": {"id": "hand", "version": version}, "entries": entries,
+            "composite_coverage": {"weights": {"exact_match_rate": 0.5, "hallucination_rate": 0.5}}}
+
+
+def write_cards(folder, *cards: dict) -> list:
+    paths = []
+    for card in cards:
+        path = folder / f"{card['model_slug']}-{card['dataset']['version']}.json"
+        path.write_text(json.dumps(card), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture
+def hand_made(tmp_path):
+    """Two judged systems and a degenerate one that never matches and never
+    hallucinates, its every entry inadequate:
+
+                   exact match   hallucination (negated)   composite (gated)
+      real-a       3/4 = 0.75    2/16 = 0.125 (-0.125)     (0.75 + 0.875) / 2 = 0.8125
+      real-b       1/4 = 0.25    4/16 = 0.25  (-0.25)      (0.25 + 0.75) / 2  = 0.5
+      degenerate   0             0            (0)          0 (every input at its worst)
+
+    Exact match ranks it below both; hallucination above both (the best it
+    beats: real-a); the composite below both, where the ungated statistics
+    would give (0 + 1) / 2 = 0.5, a tie with real-b."""
+    real = write_cards(tmp_path, hand_card("real-a", [1, 1, 1, 0], [0, 0, 1, 1]),
+                       hand_card("real-b", [1, 0, 0, 0], [1, 1, 1, 1]))
+    floor = write_cards(tmp_path, hand_card("degenerate", [0, 0, 0, 0], [0, 0, 0, 0], adequate=False))
+    human = tmp_path / "hand.tsv"
+    human.write_text("".join(f"{name}\t{score}\n" for name, score in (("real-a", 1), ("real-b", 0))
+                             for _ in range(4)), encoding="utf-8")
+    return human, real, floor
+
+
+def test_floor_by_hand(cli, hand_made):
+    human, real, floor = hand_made
+    report = meta_eval_json(cli, "--human", human, *real, "--floor", *floor)
+    metrics = report["metrics"]
+    assert metrics["composite"]["system_scores"] == pytest.approx({"real-a": 0.8125, "real-b": 0.5})
+    assert report["floor_systems"] == [{"name": "degenerate", "card": str(floor[0])}]
+    below = {"degenerate": 1, "below_every_real_system": 1, "above_a_real_system": []}
+    assert metrics["exact_match_rate"]["floor"] == below
+    assert metrics["composite"]["floor"] == below
+    assert metrics["hallucination_rate"]["negated"] is True
+    assert metrics["hallucination_rate"]["floor"] == {
+        "degenerate": 1, "below_every_real_system": 0,
+        "above_a_real_system": [{"degenerate": "degenerate", "beats": "real-a"}]}
+
+    table = cli("meta-eval", "--human", human, "--resamples", "0", *real, "--floor", *floor)
+    assert table.exit_code == 0, table.stderr
+    rows = {line.split()[0]: line.split() for line in table.stdout.splitlines() if line.startswith(
+        ("exact_match_rate", "hallucination_rate", "composite"))}
+    assert rows["exact_match_rate"][-1] == "1/1" and rows["hallucination_rate"][-1] == "0/1"
+    assert rows["composite"][-1] == "1/1"
+    assert "  hallucination_rate ranks degenerate at or above real-a" in table.stdout
+    assert "exact_match_rate ranks" not in table.stdout
+
+
+def test_floor_ties_rank_with_the_real_system_and_names_come_from_system(cli, hand_made, tmp_path):
+    """Without the inadequacy marks the degenerate composite ties real-b's
+    (0.5): not below every real system. --system names a --floor card."""
+    human, real, _ = hand_made
+    unmarked = write_cards(tmp_path, hand_card("unmarked", [0, 0, 0, 0], [0, 0, 0, 0]))
+    report = meta_eval_json(cli, "--human", human, *real, "--floor", *unmarked,
+                            "--system", f"{unmarked[0]}=always-silent")
+    assert report["metrics"]["composite"]["floor"] == {
+        "degenerate": 1, "below_every_real_system": 0,
+        "above_a_real_system": [{"degenerate": "always-silent", "beats": "real-b"}]}
+    without = meta_eval_json(cli, "--human", human, *real)
+    assert without["floor_systems"] is None and without["metrics"]["composite"]["floor"] is None
+
+
+def test_floor_cards_of_another_corpus_version_are_refused(cli, hand_made, tmp_path):
+    human, real, floor = hand_made
+    elsewhere = write_cards(tmp_path, hand_card("other", [0, 0, 0, 0], [0, 0, 0, 0], version="v-other"))
+    line = error_line(cli, "--human", human, *real, "--floor", *floor, *elsewhere)
+    assert f"--floor: {elsewhere[0]}: not of the judged cards' corpus version" in line
+    assert str(floor[0]) not in line
+    assert "given as a judged system's card too" in error_line(cli, "--human", human, *real, "--floor", real[0])
+
+
+@pytest.fixture(scope="module")
+def floor_cards(gateway, entries, tmp_path_factory) -> dict[str, dict]:
+    """Kind -> {"path", "card"}: the degenerate systems of
+    champollion.core.degenerate on the judged systems' corpus."""
+    folder = tmp_path_factory.mktemp("meta-eval-floor")
+    sources, references = [entry["source"] for entry in entries], [entry["reference"] for entry in entries]
+    made = {}
+    for kind in FLOOR:
+        predictions = [{"id": entry["id"], "prediction": output}
+                       for entry, output in zip(entries, floor_outputs(kind, sources, references))]
+        card = evaluate(gateway, make_request(entries, predictions, meta={"model_slug": kind}))
+        path = folder / f"{kind}.json"
+        path.write_text(json.dumps(card), encoding="utf-8")
+        made[kind] = {"path": path, "card": card}
+    return made
+
+
+def floor_from_card_scores(cards, floor_cards, metric_id: str, negated: bool) -> dict:
+    """What the cards' own scores say of the degenerate systems."""
+    sign = -1.0 if negated else 1.0
+    real = {name: sign * cards[name]["card"]["scores"][metric_id] for name in SYSTEMS
+            if cards[name]["card"]["scores"].get(metric_id) is not None}
+    ranked, below, above = 0, 0, []
+    for kind in FLOOR:
+        value = floor_cards[kind]["card"]["scores"].get(metric_id)
+        if value is None:
+            continue
+        ranked += 1
+        beaten = [name for name in real if real[name] <= sign * value]
+        if beaten:
+            above.append({"degenerate": kind, "beats": max(beaten, key=real.get)})
+        else:
+            below += 1
+    return {"degenerate": ranked, "below_every_real_system": below, "above_a_real_system": above}
+
+
+def test_floor_of_scored_degenerate_systems(cli, cards, floor_cards, tmp_path):
+    """With every segment judged, each metric's floor is what the cards' own
+    scores give; the composite and chrF++ rank every degenerate system below
+    every real one, some fluency signal does not."""
+    human = tmp_path / "human.tsv"
+    write_system_score(human, lambda rank, position: -segment_errors(rank, position))
+    report = meta_eval_json(cli, "--human", human, *card_paths(cards),
+                            "--floor", *(floor_cards[kind]["path"] for kind in FLOOR))
+    for metric_id, measures in report["metrics"].items():
+        assert measures["floor"] == floor_from_card_scores(cards, floor_cards, metric_id, measures["negated"]), \
+            metric_id
+    for metric_id in ("composite", "chrf_plus_plus"):
+        assert report["metrics"][metric_id]["floor"]["below_every_real_system"] == len(FLOOR)
+    assert any(measures["floor"]["above_a_real_system"] for measures in report["metrics"].values())
+    # The degenerate systems enter no measure.
+    without = meta_eval_json(cli, "--human", human, *card_paths(cards))
+    assert without["metrics"].keys() == report["metrics"].keys()
+    for metric_id, measures in without["metrics"].items():
+        assert {**measures, "floor": None} == {**report["metrics"][metric_id], "floor": None}, metric_id

@@ -24,7 +24,7 @@ RUN_LEVEL_KEYS = {
     "tokens_per_second", "entries_per_minute", "avg_latency_seconds", "median_latency_seconds",
     "p95_latency_seconds",
     "confidence_intervals", "confidence_intervals_by_tier", "by_difficulty", "by_provenance",
-    "total", "evaluated", "errors",
+    "total", "evaluated", "errors", "adequacy_rate",
 }
 PROTO_TYPE = {Kind.STATISTIC: FieldDescriptor.TYPE_DOUBLE, Kind.COUNT: FieldDescriptor.TYPE_INT64,
               Kind.LABEL: FieldDescriptor.TYPE_STRING}

@@ -372,12 +372,21 @@ def test_a_paraphrase_scores_above_an_unrelated_sentence(embedder, source, refer
     assert far < close < exact and close - far > 0.1
 
 
-def test_semantic_score_is_the_cosine_of_source_plus_prediction_and_source_plus_reference(embedder):
+def test_the_source_copied_scores_below_a_translation(embedder):
+    """The source both sides share no longer carries the score (docs/scoring.md, §2.3)."""
+    source = "My neighbour reads a long book every evening."
+    reference = "Mein Nachbar liest jeden Abend ein langes Buch."
+    translation, copied = semantic_scores(embedder, ["Jeden Abend liest mein Nachbar ein dickes Buch.", source],
+                                          [reference] * 2, [source] * 2)
+    assert copied < translation - 0.05
+
+
+def test_semantic_score_is_the_source_side_cosine_times_the_reference_side_cosine(embedder):
     prediction, reference, source = "Mi vecino lee un libro.", "Mi vecino lee un libro largo.", "My neighbour reads a book."
     with_source = embedder.encode([f"{source} {prediction}", f"{source} {reference}"])
-    assert semantic_scores(embedder, [prediction], [reference], [source]) == pytest.approx(
-        [with_source[0] @ with_source[1]])
     alone = embedder.encode([prediction, reference])
+    assert semantic_scores(embedder, [prediction], [reference], [source]) == pytest.approx(
+        [(with_source[0] @ with_source[1]) * (alone[0] @ alone[1])])
     assert semantic_scores(embedder, [prediction], [reference], None) == pytest.approx([alone[0] @ alone[1]])
     # An empty output is never rewarded, though the source alone resembles source + reference.
     assert semantic_scores(embedder, ["   "], [reference], [source]) == [0.0]
@@ -391,7 +400,7 @@ def test_semantic_score_corpus_value_is_the_mean_of_entries(semantic_stack):
     assert card["scores"]["semantic_score"] == pytest.approx(sum(per_entry.values()) / len(per_entry))
     signature = card["signatures"]["semantic_score"]
     assert signature.startswith("model:universal-sentence-encoder-multilingual-3|")
-    assert "|combine:clip(cos(emb(src+' '+mt),emb(src+' '+ref)),0,1)|" in signature
+    assert "|combine:clip(cos(emb(src+' '+mt),emb(src+' '+ref)),0,1)*clip(cos(emb(mt),emb(ref)),0,1)|" in signature
 
 
 def test_embeddings_are_cached_by_exact_text():

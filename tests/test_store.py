@@ -134,7 +134,8 @@ def test_list_runs_newest_first_and_filtered(store):
     assert [r["run_id"] for r in store.list_runs(dataset_id="other", model_slug="model-a")] == []
     row = store.list_runs(dataset_id="other")[0]
     assert set(row) == {"run_id", "created_at", "dataset_id", "corpus_version", "model_slug", "condition",
-                        "composite_score", "quality_tier", "fingerprint_hash", "corpus_tier", "submitted_by", "review"}
+                        "composite_score", "quality_tier", "fingerprint_hash", "corpus_tier", "submitted_by", "review",
+                        "floor_kind"}
     assert row["model_slug"] == "model-b" and row["corpus_version"] == "v1" and row["created_at"].endswith("+00:00")
 
 
@@ -387,9 +388,9 @@ def with_reviewer_note(metadata: sa.MetaData) -> sa.MetaData:
     return copied
 
 
-def run_row_with_reviewer_note(card: dict, created_at, submission: int, submitted_by=None) -> dict:
+def run_row_with_reviewer_note(card: dict, created_at, submission: int, submitted_by=None, floor_kind=None) -> dict:
     """Step 3: rows.py's run_row fills the column from the card."""
-    return {**rows.run_row(card, created_at, submission, submitted_by),
+    return {**rows.run_row(card, created_at, submission, submitted_by, floor_kind),
             "reviewer_note": (card.get("review") or {}).get("note")}
 
 

@@ -143,6 +143,21 @@ class ServerTls:
         return grpc.ssl_server_credentials([(key, cert)])
 
 
+def ignore_grpc_poller_wakeups(loop: asyncio.AbstractEventLoop) -> None:
+    """Keeps `loop` from printing grpc.aio's spurious BlockingIOError: with
+    event loops in several threads of one process (the embedded stack's and
+    a caller's), each loop is woken for a completion-queue event that only one
+    of them reads, and the others' reads fail harmlessly (grpc issue #25364).
+    Every other exception goes to the default handler."""
+    def handle(running: asyncio.AbstractEventLoop, context: dict) -> None:
+        spurious = isinstance(context.get("exception"), BlockingIOError) and "PollerCompletionQueue" in repr(
+            context.get("handle"))
+        if not spurious:
+            running.default_exception_handler(context)
+
+    loop.set_exception_handler(handle)
+
+
 def _read(path: Path) -> bytes:
     try:
         return Path(path).read_bytes()

@@ -19,6 +19,9 @@ import numpy as np
 from gateway.card.composite import weighted_composite
 from gateway.card.corpus import NO_LABELS, corpus_value, values_from_sums
 from gateway.card.metrics import CI_METRICS
+from gateway.card.reducers import micro_average
+
+NO_RATES: Mapping[str, np.ndarray] = {}
 
 ALPHA = 0.05
 # Memory for one chunk of resamples (drawn indices, then counts): bounded
@@ -48,8 +51,8 @@ def resample_counts(entry_count: int, resamples: int, seed: int) -> Iterator[np.
         done += rows
 
 
-def resampled_sums(stats: dict[str, np.ndarray], resamples: int, seed: int) -> dict[str, np.ndarray]:
-    """Metric id -> (resamples x statistics) summed statistics of every resample."""
+def resampled_sums(stats: Mapping, resamples: int, seed: int) -> dict:
+    """Key (a metric id) -> (resamples x statistics) summed statistics of every resample."""
     metric_ids = list(stats)
     widths = [stats[m].shape[1] for m in metric_ids]
     combined = np.hstack([stats[m] for m in metric_ids])
@@ -110,26 +113,38 @@ def confidence_intervals(
     seed: int,
     metric_ids: tuple[str, ...] = CI_METRICS,
     labels: Mapping[str, str] = NO_LABELS,
+    composite_stats: Mapping[str, np.ndarray] | None = None,
+    rates: Mapping[str, np.ndarray] = NO_RATES,
 ) -> Intervals:
-    """Percentile CIs of `metric_ids` and of the composite (weighted by
+    """Percentile CIs of `metric_ids`, of the composite (weighted by
     `composite_weights`, re-normalised in each resample over the metrics
-    defined there, as the corpus composite is), all on the same resamples."""
+    defined there, as the corpus composite is; from `composite_stats`, the
+    adequacy-gated statistics, when given) and of the `rates` ([numerator,
+    denominator] per entry, e.g. adequacy_rate), all on the same resamples."""
+    composite_stats = stats if composite_stats is None else composite_stats
     wanted = [m for m in metric_ids if m in stats]
-    weighted = [m for m in composite_weights if m in stats]
-    needed = list(dict.fromkeys(wanted + weighted))
-    if not needed:
+    weighted = [m for m in composite_weights if m in composite_stats]
+    if not wanted and not weighted and not rates:
         return Intervals()
-    entry_count = stats[needed[0]].shape[0]
+    # Composite inputs and rates under keys of their own, beside the metrics.
+    columns = {("metric", m): stats[m] for m in wanted}
+    columns.update({("composite", m): composite_stats[m] for m in weighted})
+    columns.update({("rate", name): matrix for name, matrix in rates.items()})
+    entry_count = next(iter(columns.values())).shape[0]
     if entry_count < MIN_ENTRIES:
         reason = f"{entry_count} {'entry is' if entry_count == 1 else 'entries are'} too few to resample"
-        defined = [m for m in needed if corpus_value(m, stats[m], labels) is not None]
-        names = [m for m in wanted if m in defined] + (["composite"] if set(weighted) & set(defined) else [])
+        names = [m for m in wanted if corpus_value(m, stats[m], labels) is not None]
+        if any(corpus_value(m, composite_stats[m], labels) is not None for m in weighted):
+            names.append("composite")
+        names += [name for name, matrix in rates.items() if matrix[:, 1].sum() > 0]
         return Intervals(missing={name: reason for name in names})
-    sums = resampled_sums({m: stats[m] for m in needed}, resamples, seed)
-    values = {m: values_from_sums(m, sums[m], labels) for m in needed}
-    series = {m: values[m] for m in wanted}
+    sums = resampled_sums(columns, resamples, seed)
+    series = {m: values_from_sums(m, sums[("metric", m)], labels) for m in wanted}
     if weighted:
-        series["composite"] = weighted_composite(values, composite_weights)
+        series["composite"] = weighted_composite(
+            {m: values_from_sums(m, sums[("composite", m)], labels) for m in weighted}, composite_weights)
+    for name in rates:
+        series[name] = micro_average(sums[("rate", name)], labels)
     return intervals_of(series)
 
 

@@ -10,7 +10,7 @@ from champollion.core.corpus_rules import RULE, RULE_OF_THUMB
 from gateway.card.bootstrap import confidence_intervals, missing_interval_warnings
 from gateway.card.composite import compute_composite
 from gateway.card.corpus import corpus_values
-from gateway.card.metrics import TIER_CI_METRICS
+from gateway.card.metrics import TIER_CI_METRICS, WEIGHTS
 
 # Minimum corpus sizes for statistical reliability (seed 001 §6.3), from the
 # corpus rules' table: an evaluation set is a holdout's minimum.
@@ -28,19 +28,26 @@ def rows_by_key(keys: list[str | None]) -> dict[str, list[int]]:
     return dict(sorted(groups.items()))
 
 
-def group_scores(stats: dict[str, np.ndarray], rows: np.ndarray, profile: str) -> dict:
+def group_scores(stats: dict[str, np.ndarray], rows: np.ndarray, profile: str,
+                 composite_stats: dict[str, np.ndarray] | None = None) -> dict:
+    """The group's metrics from `stats`, its composite from `composite_stats`
+    (the adequacy-gated statistics; `stats` when not given)."""
     values = corpus_values(stats, rows)
+    gated = values if composite_stats is None else corpus_values(
+        {m: composite_stats[m] for m in WEIGHTS[profile] if m in composite_stats}, rows)
     return {
         "n": int(rows.size),
         "chrf_plus_plus": values.get("chrf_plus_plus"),
         "exact_match_rate": values.get("exact_match_rate"),
-        "composite": compute_composite(values, profile).value,
+        "composite": compute_composite(gated, profile).value,
     }
 
 
-def breakdown(keys: list[str | None], stats: dict[str, np.ndarray], profile: str) -> dict:
+def breakdown(keys: list[str | None], stats: dict[str, np.ndarray], profile: str,
+              composite_stats: dict[str, np.ndarray] | None = None) -> dict:
     """n, chrF++, exact match and composite of each group of entries."""
-    return {key: group_scores(stats, np.asarray(rows), profile) for key, rows in rows_by_key(keys).items()}
+    return {key: group_scores(stats, np.asarray(rows), profile, composite_stats)
+            for key, rows in rows_by_key(keys).items()}
 
 
 def provenance_key(entry) -> str | None:

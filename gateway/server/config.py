@@ -21,6 +21,7 @@ stack:
     submission_window_hours: 24
     near_duplicate_entries: 3       # predictions differing from an earlier run's in at most
     near_duplicate_share: 0.05      # max(3, 5% of the entries): a probe, held for review
+    floor_runs: true                # score and store every corpus version's floor runs
 """
 from __future__ import annotations
 
@@ -85,6 +86,11 @@ class GatewayConfig:
     submission_window_hours: float = 24.0
     near_duplicate_entries: int = 3
     near_duplicate_share: float = 0.05
+    # Floor runs (gateway/server/floor.py): every corpus version's degenerate
+    # systems, scored by the gateway in the background once a corpus is
+    # registered or a run is answered on a version without them (needs a
+    # store). False: none are made; stored ones still set the baseline tier.
+    floor_runs: bool = True
 
     def __post_init__(self):
         _check_families(self.families)
@@ -102,6 +108,8 @@ class GatewayConfig:
         share = self.near_duplicate_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
             raise ConfigError(f"near_duplicate_share: must be a share from 0 up to (not including) 1, got {share!r}")
+        if not isinstance(self.floor_runs, bool):
+            raise ConfigError(f"floor_runs: must be true or false, got {self.floor_runs!r}")
         deadline = self.deadline_seconds
         if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 0 < deadline < math.inf:
             raise ConfigError(f"deadline_seconds: must be a positive number of seconds, got {deadline!r}")

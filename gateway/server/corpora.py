@@ -23,6 +23,7 @@ from champollion.core.cards import CardRegistry, UnknownLanguage
 from champollion.core.corpus_rules import PURPOSES
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.compare import ComparableRun
+from gateway.card.floor import headroom
 from gateway.corpus_check import PilotRefused, check_corpus, refusal, summary_of
 from gateway.server import auth
 from gateway.server.stored_runs import comparable_from_store
@@ -238,6 +239,8 @@ async def check_registered_corpus(request: gateway_pb2.CheckCorpusRequest, conte
                                          AnalyzerRegistry(), pilots or None, info)
     except PilotRefused as error:
         await _invalid(context, str(error))
+    # The floor and the headroom above it (gateway/card/floor.py), from the version's stored runs.
+    report["floor"] = headroom(await stored(context, lambda store: store.version_scores(info["id"], info["version"])))
     return gateway_pb2.CheckCorpusResponse(corpus=info_message(info), report_json=json.dumps(report,
                                                                                              ensure_ascii=False))
 

@@ -13,6 +13,8 @@ from typing import AsyncIterator, Callable, Iterator
 
 from champollion.eval.v1 import run_card_pb2
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
+from gateway.card.adequacy import REPEATED_SOURCES, Adequacy, assess, gated_statistics
+from gateway.card.adequacy import SIGNATURE as ADEQUACY_SIGNATURE
 from gateway.card.bootstrap import (
     ALPHA,
     confidence_intervals,
@@ -24,7 +26,7 @@ from gateway.card.corpus import corpus_values, family_scores
 from gateway.card.costs import compute_speed, compute_totals, cost_adjusted, run_elapsed_seconds
 from gateway.card.identity import run_fingerprint
 from gateway.card.languages import SIGNATURE_KEY, language_card_notes
-from gateway.card.metrics import FAMILIES, FAMILY_SCORE_KEYS, SCORE_KEYS, WEIGHTS, families_for
+from gateway.card.metrics import FAMILIES, FAMILY_SCORE_KEYS, PLUGIN_OVERRIDES, SCORE_KEYS, WEIGHTS, families_for
 from champollion.core.run_card import SLOW_FAMILY_WARNING
 from gateway.server.config import GatewayConfig
 from gateway.server.fanout import FamilyClient, FanOut
@@ -32,6 +34,8 @@ from gateway.server.intake import RunIntake
 from gateway.server.merge import MergedStatistics, merge_entry_values, merge_statistics
 from gateway.server.spill import RunSpill
 
+# The adequacy gates' rules and thresholds, among the metrics' signatures.
+ADEQUACY_SIGNATURE_KEY = "adequacy"
 QUALITY_TIER_BASIS = "heuristic: engineering proxies, not validated by community review"
 EQUIVALENCE_WARNING = (
     "equivalent_match_rate is null: no entry carries acceptable_variants or further references and the target "
@@ -168,21 +172,28 @@ async def evaluate(
         # corpus, equivalent match says nothing beyond exact match.
         merged.stats.pop("equivalent_match_rate")
         warnings.append(EQUIVALENCE_WARNING)
-    card, composite = await asyncio.to_thread(_assemble_card, intake, spill, merged, warnings, seed, resamples)
+    card, composite, adequacy = await asyncio.to_thread(_assemble_card, intake, spill, merged, warnings, seed,
+                                                        resamples)
     card["run_id"] = run_id
     return ScoredRun(card=card, entry_results=lambda: _entry_results(
-        spill, merged, answered, composite, batch_size, drop_equivalence, requested), predictions=spill.predictions)
+        spill, merged, answered, composite, adequacy, batch_size, drop_equivalence, requested),
+        predictions=spill.predictions)
 
 
 def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics, warnings: list[str],
-                   seed: int, resamples: int) -> tuple[dict, Composite]:
+                   seed: int, resamples: int) -> tuple[dict, Composite, Adequacy]:
     tally = intake.tally
     both_sent_warning = tally.both_sent_warning()
     if both_sent_warning:
         warnings.append(both_sent_warning)
     values = corpus_values(merged.stats, labels=merged.labels)
     profile = intake.run.target.card.profile
-    composite = compute_composite(values, profile)
+    adequacy = assess(spill.text_gates(), spill.repeated_outputs(REPEATED_SOURCES), merged.stats,
+                      plugin_semantic=merged.sources.get("semantic_score") == PLUGIN_OVERRIDES["semantic_score"])
+    # The composite reads inadequate entries at their worst; the metrics stay as defined.
+    composite_stats = gated_statistics(merged.stats, adequacy.inadequate, WEIGHTS[profile])
+    composite = compute_composite(
+        corpus_values({m: composite_stats[m] for m in WEIGHTS[profile] if m in composite_stats}), profile)
     not_requested = _not_requested(composite, intake.run.requested)
     coverage_warning = _coverage_warning(composite, not_requested)
     if coverage_warning:
@@ -198,20 +209,23 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
     elapsed = run_elapsed_seconds(
         _optional(meta, "elapsed_seconds"), _optional(meta, "time_start"), _optional(meta, "time_end")
     )
-    intervals = confidence_intervals(merged.stats, composite.weights, resamples, seed, labels=merged.labels)
+    intervals = confidence_intervals(merged.stats, composite.weights, resamples, seed, labels=merged.labels,
+                                     composite_stats=composite_stats,
+                                     rates={"adequacy_rate": adequacy.statistics()})
     warnings.extend(missing_interval_warnings(intervals.missing))
     tier_found, tier_warnings = tier_intervals(tally.difficulties, merged.stats, resamples, seed)
     warnings.extend(tier_warnings)
     scores = family_scores(values, merged.stats, merged.labels)
     scores.update(
+        adequacy_rate=adequacy.rate(),
         composite=composite.value,
         quality_tier=quality_tier(composite.value),
         cost_adjusted=cost_adjusted(composite.value, totals["cost_per_entry_usd"]),
         **compute_speed(tally.usage, elapsed, totals["total_tokens"]),
         confidence_intervals=intervals.found,
         confidence_intervals_by_tier=tier_found,
-        by_difficulty=breakdown(tally.difficulties, merged.stats, profile),
-        by_provenance=breakdown(tally.provenance, merged.stats, profile),
+        by_difficulty=breakdown(tally.difficulties, merged.stats, profile, composite_stats),
+        by_provenance=breakdown(tally.provenance, merged.stats, profile, composite_stats),
         total=tally.total,
         evaluated=tally.total - tally.failed,
         errors=tally.failed,
@@ -219,6 +233,7 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
 
     corpus = intake.header.corpus
     version = spill.corpus_version()
+    merged.signatures[ADEQUACY_SIGNATURE_KEY] = ADEQUACY_SIGNATURE
     fingerprint_hash, fingerprint_inputs = run_fingerprint(
         _optional(meta, "model_slug"), _optional(meta, "temperature"), _optional(meta, "prompt"), version
     )
@@ -237,6 +252,7 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
             "missing": list(composite.missing),
             "not_requested": not_requested,
         },
+        "adequacy": adequacy.block(),
         "quality_tier_basis": QUALITY_TIER_BASIS,
         "bootstrap": {"method": "percentile", "resamples": resamples, "alpha": ALPHA, "seed": seed},
         "warnings": warnings,
@@ -246,15 +262,16 @@ def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics,
         "integrity": intake.contamination.integrity(),
         "entries": [],
     }
-    return card, composite
+    return card, composite, adequacy
 
 
 def _entry_results(spill: RunSpill, merged: MergedStatistics, answered: list[str], composite: Composite,
-                   batch_size: int, drop_equivalence: bool, requested: frozenset[str] | None = None,
-                   ) -> Iterator[list[run_card_pb2.EntryResult]]:
+                   adequacy: Adequacy, batch_size: int, drop_equivalence: bool,
+                   requested: frozenset[str] | None = None) -> Iterator[list[run_card_pb2.EntryResult]]:
     """Each batch's entry results: the families' merged values (of the
-    metrics requested), the entry's own composite (same weights as the
-    run's), its statistics, difficulty and error."""
+    metrics requested), whether the output passed the adequacy gates (and
+    which it failed, why), the entry's own composite (same weights as the
+    run's; 0 when inadequate), its statistics, difficulty and error."""
     entries = spill.entries()
     row = 0
     for batch in count():
@@ -269,8 +286,13 @@ def _entry_results(spill: RunSpill, merged: MergedStatistics, answered: list[str
             for entry_values in values:
                 for key in [key for key in entry_values if key in SCORE_KEYS and key not in requested]:
                     del entry_values[key]
-        for entry_values, entry_composite in zip(values, entry_composites(values, composite)):
-            entry_values["composite"] = entry_composite
+        for offset, (entry_values, entry_composite) in enumerate(zip(values, entry_composites(values, composite))):
+            failed = adequacy.reasons.get(row + offset)
+            entry_values["adequate"] = failed is None
+            if failed is not None:
+                entry_values["adequacy_gates"] = failed
+            # Every composite input at its worst: the weighted mean of worst values is 0.
+            entry_values["composite"] = entry_composite if failed is None or entry_composite is None else 0.0
         results = []
         for (entry_id, difficulty, error), entry_values in zip(chunk, values):
             result = run_card_pb2.EntryResult(id=entry_id, difficulty=difficulty, error=error)

@@ -18,6 +18,7 @@ from typing import AsyncIterator
 
 from champollion.core.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
+from gateway.card.adequacy import text_gates
 from gateway.card.breakdowns import provenance_key
 from gateway.card.contamination import Coaching, ContaminationCheck
 from gateway.card.costs import EntryUsage, Pricing, TokenTotalOverflow, UsageTally
@@ -284,7 +285,8 @@ class RunIntake:
         difficulty = entry.difficulty if entry.HasField("difficulty") else None
         # The spill hashes what the corpus version covers: every reference.
         self._spill.add_entry(self.tally.total, entry.id, version_reference(entry.reference, entry.extra_references),
-                              difficulty, _error_of(prediction), _prediction_text(prediction))
+                              difficulty, _error_of(prediction), _prediction_text(prediction),
+                              text_gates(entry.source, entry.reference, batch_entry.prediction))
         self.contamination.add(entry.id, entry.source, entry.reference, *entry.extra_references)
         tally = self.tally
         tally.total += 1

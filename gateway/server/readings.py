@@ -4,6 +4,7 @@ apply the rules of access.py the same way (one implementation). Blocking
 store calls: the gateway runs them in a worker thread."""
 from __future__ import annotations
 
+from gateway.card.floor import FLOOR_SLUG_PREFIX
 from gateway.review.campaigns import ReviewCache, with_review
 from gateway.server.access import (
     CardView,
@@ -28,9 +29,11 @@ def _check_listing(store: RunStore, caller: Caller, dataset_id: str | None, what
 
 def runs_for(store: RunStore, caller: Caller, dataset_id: str | None = None, model_slug: str | None = None,
              limit: int | None = None) -> list[dict]:
-    """ListRuns: stored runs newest first, as `caller` may see them."""
+    """ListRuns: stored runs newest first, as `caller` may see them; floor
+    runs only when `model_slug` names one (floor:<kind>)."""
     _check_listing(store, caller, dataset_id, "ListRuns")
-    runs = store.list_runs(dataset_id, model_slug, limit=limit, hidden_tiers=hidden_tiers(caller))
+    runs = store.list_runs(dataset_id, model_slug, limit=limit, hidden_tiers=hidden_tiers(caller),
+                           include_floor=bool(model_slug and model_slug.startswith(FLOOR_SLUG_PREFIX)))
     return [listed_row(caller, run) for run in runs]
 
 

@@ -38,6 +38,9 @@ from gateway.server.auth import current_caller
 from gateway.server.config import GatewayConfig
 from gateway.server.evaluation import ScoredRun, evaluate
 from gateway.server.fanout import FamilyClient
+from gateway.server.floor import EntryKeeper, FloorCorpus, Floors, apply_tier_rule, client_floor, registered_floor
+from gateway.card.floor import FLOOR_SLUG_PREFIX
+from champollion.core.degenerate import FLOOR_KINDS
 from gateway.server.intake import RunIntake
 from gateway.server.readings import leaderboard_for, run_for, runs_for
 from gateway.server.registered import CorpusRefused, refuse_registered_id, registered_run
@@ -90,6 +93,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # Budgets are counted one submission at a time (the store's advisory
         # lock covers several gateways on one PostgreSQL database).
         self._admitting = asyncio.Lock()
+        # Floor runs (gateway/server/floor.py), built in the background.
+        self.floors = Floors(self)
 
     def _client(self, family: str, address: str) -> FamilyClient:
         key = (family, address)
@@ -111,27 +116,37 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         return clients, unrouted
 
     async def close(self) -> None:
+        await self.floors.close()
         for client in self._clients.values():
             await client.close()
         if self.store is not None:
             self.store.close()
 
-    async def _score(self, first_part, later_parts, context, spill: RunSpill, on_progress=None) -> ScoredRun:
+    async def _score(self, first_part, later_parts, context, spill: RunSpill, on_progress=None,
+                     floors: list | None = None) -> ScoredRun:
         """Validates and scores a run; aborts the call with INVALID_ARGUMENT
         naming the field and entry on bad input, INTERNAL on a bug. A
         non-maintainer's run on a secret tier is counted against its token's
         budget once its header and predictions are known good, before
-        anything is scored."""
+        anything is scored. The floor its version lacks, if any, is put in
+        `floors` for the caller to schedule once the run is answered."""
         started = time.perf_counter()
         caller = current_caller()
-        registered = admitted = None
+        registered = admitted = keeper = None
         try:
+            if first_part.meta.model_slug.startswith(FLOOR_SLUG_PREFIX):
+                raise InvalidRun("meta.model_slug", f"{first_part.meta.model_slug!r}: model slugs starting with "
+                                                    f"{FLOOR_SLUG_PREFIX!r} name the gateway's own floor runs")
             # A run on a registered corpus: the stored entries with the client's predictions.
             registered = await registered_run(first_part, later_parts, self.store, caller.role, self.cards)
             if registered is not None:
                 first_part, later_parts = registered.header, registered.parts()
             else:
                 await refuse_registered_id(first_part, self.store)
+                if self._floor_wanted():
+                    # The entries, kept for the version's floor (built from them once the run is answered).
+                    keeper = EntryKeeper(first_part)
+                    later_parts = keeper.parts(later_parts)
             intake = RunIntake(first_part, self.cards, spill, self.config.max_text_chars)
             if registered is not None:
                 options = first_part.options
@@ -154,9 +169,13 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             registered.label(scored.card)
             if registered.tier in SECRET_TIERS:
                 hold_for_review(scored.card, admitted, scored.card["scores"]["total"])
+        floor_kinds = await self._floor_rule(scored.card)
         # Stored before the card is sent, so that it can say how many stored
         # runs share its fingerprint.
         await record_run(self.store, scored, caller.name, admitted.submission_id if admitted else None)
+        if floors is not None and self._floor_wanted() and floor_kinds is not None and len(floor_kinds) < len(FLOOR_KINDS):
+            floors.append(registered_floor(registered.corpus) if registered is not None
+                          else client_floor(scored.card, first_part, keeper) if keeper is not None else None)
         log.info(
             "evaluate",
             run_id=scored.card["run_id"],
@@ -167,6 +186,31 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             spill_bytes=spill.size_bytes(),
         )
         return scored
+
+    def _floor_wanted(self) -> bool:
+        return self.config.floor_runs and self.store is not None
+
+    async def _floor_rule(self, card: dict) -> set[str] | None:
+        """The tier rule against the version's floor runs (gateway/card/floor.py);
+        returns the floor kinds stored on the version (None: no store, or it failed)."""
+        if self.store is None:
+            return None
+        dataset = card["dataset"]
+        try:
+            floor_runs = await self.store.call(lambda store: store.floor_runs(dataset["id"], dataset["version"]))
+        except StoreError:
+            return None
+        if floor_runs:
+            try:
+                apply_tier_rule(card, floor_runs)
+            except Exception:  # a bug: logged, the run is still answered
+                log.exception("floor_rule_failed", family="gateway", run_id=card.get("run_id"))
+        return {run["floor_kind"] for run in floor_runs}
+
+    def _schedule_floors(self, floors: list) -> None:
+        for corpus in floors:
+            if corpus is not None:
+                self.floors.schedule(corpus)
 
     @staticmethod
     async def _entry_chunks(scored: ScoredRun):
@@ -180,13 +224,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
     async def Evaluate(self, request, context):
         async with self.admission.turn(context):
+            floors: list[FloorCorpus] = []
             with RunSpill() as spill:
-                scored = await self._score(request, _no_more_parts(), context, spill)
+                scored = await self._score(request, _no_more_parts(), context, spill, floors=floors)
                 view = answer_view(scored.card)
                 card = await asyncio.to_thread(run_card_to_proto, view.card)
                 if view.entries:
                     async for chunk in self._entry_chunks(scored):
                         card.entries.extend(chunk)
+        self._schedule_floors(floors)  # the answer is ready: the floor goes on without the caller
         return gateway_pb2.EvaluateResponse(run_card=card)
 
     async def EvaluateStream(self, request, context):
@@ -218,8 +264,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 slow_families=slow_families, entries_done=entries_done, entries_total=entries_total)]
             changed.set()
 
+        floors: list[FloorCorpus] = []
         with RunSpill() as spill:
-            task = asyncio.ensure_future(self._score(first_part, later_parts, context, spill, on_progress))
+            task = asyncio.ensure_future(self._score(first_part, later_parts, context, spill, on_progress, floors))
             try:
                 while not task.done():
                     waiter = asyncio.ensure_future(changed.wait())
@@ -238,6 +285,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if view.entries:
                 async for chunk in self._entry_chunks(scored):
                     yield gateway_pb2.EvaluateProgress(entries=chunk)
+        self._schedule_floors(floors)  # after the answer's last message
 
     async def Compare(self, request, context):
         if request.seed < 0 or not 0 <= request.resamples <= MAX_RESAMPLES:
@@ -393,7 +441,12 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     # Registered corpora: the logic is gateway/server/corpora.py's.
 
     async def RegisterCorpus(self, request_iterator, context):
-        return await corpora.register_corpus(request_iterator, context, self.cards, self._stored)
+        message = await corpora.register_corpus(request_iterator, context, self.cards, self._stored)
+        if self._floor_wanted():
+            # The version's floor, in the background (the kinds it lacks; none when registered before).
+            info = await self._stored(context, lambda store: store.corpus_info(message.id, message.version))
+            self.floors.schedule(registered_floor(info))
+        return message
 
     async def ListCorpora(self, request, context):
         return await corpora.list_corpora(context, self._stored)

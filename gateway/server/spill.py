@@ -6,8 +6,8 @@ user (``$TMPDIR/champollion-spill-<uid>/``, or the ``directory`` given) where
 a restarted gateway finds what a killed one left: each file is named after
 its gateway's process id and flock()ed while in use, and ``remove_stale``
 (at gateway start) deletes those whose lock is free and whose process is
-gone. It holds each entry's id, reference, difficulty and
-error, and every family's answers as serialized ScoreBatchResponse messages.
+gone. It holds each entry's id, reference, difficulty, error, output and
+what the adequacy gates need of its texts, and every family's answers as serialized ScoreBatchResponse messages.
 SQLite gives the two things a large run needs without loading it: a unique
 index (duplicate ids) and a sort on disk (the corpus version hashes the
 entries sorted by id).
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from champollion.eval.v1 import family_pb2
+from gateway.card.adequacy import EntryGates
 
 _SCHEMA = """
 CREATE TABLE entries (
@@ -34,7 +35,13 @@ CREATE TABLE entries (
     reference TEXT NOT NULL,
     difficulty INTEGER,
     error TEXT,
-    prediction TEXT
+    prediction TEXT,
+    -- The adequacy gates' view of the entry (gateway/card/adequacy.py):
+    -- folded texts' keys, and the text gates it fails (JSON, NULL: none).
+    source_key TEXT,
+    reference_key TEXT,
+    output_key TEXT,
+    gates TEXT
 );
 CREATE TABLE responses (
     family TEXT NOT NULL,
@@ -121,9 +128,26 @@ class RunSpill:
         return self._db.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone() is not None
 
     def add_entry(self, seq: int, entry_id: str, reference: str, difficulty: int | None, error: str | None,
-                  prediction: str | None = None) -> None:
-        self._db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?)",
-                         (seq, entry_id, reference, difficulty, error, prediction))
+                  prediction: str | None = None, gates: EntryGates | None = None) -> None:
+        keys = (None, None, None, None) if gates is None else (
+            gates.source_key, gates.reference_key, gates.output_key,
+            json.dumps(gates.failed, ensure_ascii=False) if gates.failed else None)
+        self._db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         (seq, entry_id, reference, difficulty, error, prediction, *keys))
+
+    def text_gates(self) -> Iterator[tuple[str | None, str | None]]:
+        """(output_key, failed text gates as JSON) of every entry, in corpus order."""
+        yield from self._db.execute("SELECT output_key, gates FROM entries ORDER BY seq")
+
+    def repeated_outputs(self, min_sources: int) -> dict[str, tuple[int, int]]:
+        """Output key -> (entries, distinct sources) of each output given
+        for entries with at least `min_sources` different sources and as
+        many different references."""
+        rows = self._db.execute(
+            "SELECT output_key, COUNT(*), COUNT(DISTINCT source_key) FROM entries WHERE output_key IS NOT NULL "
+            "GROUP BY output_key HAVING COUNT(DISTINCT source_key) >= ? AND COUNT(DISTINCT reference_key) >= ?",
+            (min_sources, min_sources))
+        return {key: (entries, sources) for key, entries, sources in rows}
 
     def entries(self) -> Iterator[tuple[str, int | None, str | None]]:
         """(id, difficulty, error) of every entry, in corpus order."""

@@ -16,7 +16,7 @@ from gateway.store.tables import runs
 
 SPEC_NAMES = tuple(c.name for c in SPEC_COLUMNS)
 ROW_COLUMNS = ("run_id", *SPEC_NAMES, "cost_adjusted", "created_at",
-               "profile", "composite_metrics", "disqualified", "submitted_by")
+               "profile", "composite_metrics", "disqualified", "submitted_by", "floor_kind")
 
 
 COUNT_CHUNK = 500
@@ -94,7 +94,8 @@ def _submission_counts(connection: Connection, fingerprints: set) -> dict[str, i
     for start in range(0, len(wanted), COUNT_CHUNK):
         chunk = wanted[start:start + COUNT_CHUNK]
         counts.update(connection.execute(
-            select(runs.c.fingerprint_hash, func.count()).where(runs.c.fingerprint_hash.in_(chunk))
+            select(runs.c.fingerprint_hash, func.count()).where(runs.c.fingerprint_hash.in_(chunk),
+                                                                runs.c.floor_kind.is_(None))
             .group_by(runs.c.fingerprint_hash)).all())
     return counts
 
@@ -129,7 +130,10 @@ def leaderboard(connection: Connection, dataset_id: str, version: str | None, so
     board = {"dataset_id": dataset_id, "corpus_version": version, "sort": sort, "descending": descending, "rows": []}
     if version is None:
         return board
-    in_version = and_(runs.c.dataset_id == dataset_id, runs.c.corpus_version == version, in_scope)
+    on_version = and_(runs.c.dataset_id == dataset_id, runs.c.corpus_version == version, in_scope)
+    # Floor runs (the gateway's degenerate systems) are shown apart, after the
+    # ranked rows, unranked; they never count for the majority coverage.
+    in_version = and_(on_version, runs.c.floor_kind.is_(None))
     majority = _majority_coverage(connection, in_version)
     comparable = true() if majority is None else and_(
         runs.c.profile.is_not_distinct_from(majority[0]), runs.c.composite_metrics == majority[1])
@@ -161,11 +165,20 @@ def leaderboard(connection: Connection, dataset_id: str, version: str | None, so
                                    reason)
         board["rows"].append(_board_row(rank, row, submissions.get(row.fingerprint_hash, 1),
                                         by_token.get(row.submitted_by), *coverages[coverage]))
+    floor = select(*(runs.c[name] for name in ROW_COLUMNS),
+                   case((comparable, True), else_=False).label("comparable")).where(
+        on_version, runs.c.floor_kind.is_not(None)).order_by(
+        case((key.is_(None), 1), else_=0), key.desc() if descending else key.asc(), runs.c.floor_kind)
+    for row in connection.execute(floor).all():
+        coverage = {"profile": row.profile, "metrics": coverage_metrics(row.composite_metrics)}
+        reason = None if row.comparable else _not_comparable_reason(row, majority)
+        board["rows"].append(_board_row(None, row, 1, None, coverage, reason))
     return board
 
 
-def _board_row(rank: int, row, submissions: int, token_submissions: int | None, coverage: dict,
+def _board_row(rank: int | None, row, submissions: int, token_submissions: int | None, coverage: dict,
                not_comparable: str | None) -> dict:
+    """A board's row; a floor run's has rank None and floor True."""
     values = row._mapping
     out = {"rank": rank, "run_id": row.run_id}
     out.update({name: values[name] for name in SPEC_NAMES})
@@ -183,5 +196,7 @@ def _board_row(rank: int, row, submissions: int, token_submissions: int | None, 
         disqualified=bool(row.disqualified),
         # The token's name: for maintainers (gateway/server/access.py takes it out for others).
         submitted_by=row.submitted_by,
+        floor=row.floor_kind is not None,
+        floor_kind=row.floor_kind,
     )
     return out

@@ -18,11 +18,13 @@ def with_submission_count(card: dict, submissions: int) -> dict:
     return {**card, "integrity": integrity}
 
 
-def run_row(card: dict, created_at: datetime, submission: int, submitted_by: str | None = None) -> dict:
+def run_row(card: dict, created_at: datetime, submission: int, submitted_by: str | None = None,
+            floor_kind: str | None = None) -> dict:
     """The `runs` row of a card without entries, the `submission`-th stored
     with its fingerprint, submitted with the token named `submitted_by`
-    (None: an open gateway). The token's name is not in the card: it is the
-    gateway's record, shown to maintainers."""
+    (None: an open gateway); `floor_kind`: a floor run's degenerate system.
+    The token's name is not in the card: it is the gateway's record, shown
+    to maintainers."""
     for path in (("run_id",), ("dataset", "version")):
         node = card
         for key in path:
@@ -46,6 +48,7 @@ def run_row(card: dict, created_at: datetime, submission: int, submitted_by: str
         submitted_by=submitted_by,
         # "held" keeps a secret-tier run off the leaderboard until a maintainer decides.
         review=(card.get("integrity") or {}).get("review"),
+        floor_kind=floor_kind,
     )
     return row
 

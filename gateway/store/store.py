@@ -28,7 +28,8 @@ from gateway.store.tables import run_entries, runs
 # What a card's entry is read from (the stored output is for review, not the card).
 ENTRY_COLUMNS = ("position", "entry_id", "difficulty", "error", "scores", "stats")
 RUN_SUMMARY = ("run_id", "created_at", "dataset_id", "corpus_version", "model_slug", "condition",
-               "composite_score", "quality_tier", "fingerprint_hash", "corpus_tier", "submitted_by", "review")
+               "composite_score", "quality_tier", "fingerprint_hash", "corpus_tier", "submitted_by", "review",
+               "floor_kind")
 
 
 class RunStore:
@@ -68,11 +69,14 @@ class RunStore:
                 yield connection
 
     def save_run(self, card: dict, entries: Iterable[list[dict]], submitted_by: str | None = None,
-                 submission_id: str | None = None) -> int:
+                 submission_id: str | None = None, floor_kind: str | None = None) -> int:
         """Stores a run in one transaction, submitted with the token named
         `submitted_by` (as its submission `submission_id`, when it was
         counted against a budget); returns how many stored runs, this one
-        included, share its fingerprint."""
+        included, share its fingerprint. `floor_kind`: a floor run (the
+        gateway's own degenerate system), never counted with other runs'
+        fingerprints; a second floor run of one kind on a version is refused
+        by the unique index idx_floor (StoreError)."""
         stored = card_without_entries(card)
         fingerprint = (stored.get("fingerprint") or {}).get("hash")
         with self._connection(write=True) as connection:
@@ -80,10 +84,12 @@ class RunStore:
                 # Two gateways storing one configuration at once must not both count themselves first.
                 connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:fingerprint))"),
                                    {"fingerprint": fingerprint})
-            earlier = 0 if fingerprint is None else connection.scalar(
-                select(func.count()).select_from(runs).where(runs.c.fingerprint_hash == fingerprint))
+            earlier = 0 if fingerprint is None or floor_kind is not None else connection.scalar(
+                select(func.count()).select_from(runs).where(runs.c.fingerprint_hash == fingerprint,
+                                                             runs.c.floor_kind.is_(None)))
             stored = with_submission_count(stored, earlier + 1)
-            connection.execute(insert(runs), [run_row(stored, datetime.now(timezone.utc), earlier + 1, submitted_by)])
+            connection.execute(insert(runs), [run_row(stored, datetime.now(timezone.utc), earlier + 1, submitted_by,
+                                                      floor_kind)])
             if submission_id is not None:
                 submitted.attach_run(connection, submission_id, stored["run_id"])
             position = 0
@@ -93,6 +99,42 @@ class RunStore:
                     connection.execute(insert(run_entries), rows)  # executemany
                     position += len(rows)
         return earlier + 1
+
+    # Floor runs (migration 0006; docs/store-and-corpora.md "Floor runs").
+
+    def floor_kinds(self, dataset_id: str, version: str) -> set[str]:
+        """The floor kinds stored on the dataset's corpus `version` (its full hash)."""
+        with self._connection() as connection:
+            return set(connection.scalars(select(runs.c.floor_kind).where(
+                runs.c.dataset_id == dataset_id, runs.c.corpus_version == version, runs.c.floor_kind.is_not(None))))
+
+    def floor_runs(self, dataset_id: str, version: str) -> list[dict]:
+        """The version's floor runs, by kind: {run_id, floor_kind, composite,
+        interval (the composite's {ci_lower, ci_upper}, or None)}, from the cards
+        (every digit: PostgreSQL's real column keeps about 7)."""
+        with self._connection() as connection:
+            rows = connection.execute(select(runs.c.run_id, runs.c.floor_kind, runs.c.run_card).where(
+                runs.c.dataset_id == dataset_id, runs.c.corpus_version == version, runs.c.floor_kind.is_not(None))
+                .order_by(runs.c.floor_kind)).all()
+        found = []
+        for row in rows:
+            scores = row.run_card.get("scores") or {}
+            found.append({"run_id": row.run_id, "floor_kind": row.floor_kind, "composite": scores.get("composite"),
+                          "interval": (scores.get("confidence_intervals") or {}).get("composite")})
+        return found
+
+    def version_scores(self, dataset_id: str, version: str) -> list[dict]:
+        """Every stored run of the version that is not disqualified, floor
+        runs included: {run_id, model_slug, floor_kind, scores (the card's
+        scores block), weights (the composite's)}, oldest first."""
+        with self._connection() as connection:
+            rows = connection.execute(select(runs.c.run_id, runs.c.model_slug, runs.c.floor_kind, runs.c.run_card)
+                                      .where(runs.c.dataset_id == dataset_id, runs.c.corpus_version == version,
+                                             runs.c.disqualified.is_(False))
+                                      .order_by(runs.c.created_at, runs.c.run_id)).all()
+        return [{"run_id": row.run_id, "model_slug": row.model_slug, "floor_kind": row.floor_kind,
+                 "scores": row.run_card.get("scores") or {},
+                 "weights": (row.run_card.get("composite_coverage") or {}).get("weights") or {}} for row in rows]
 
     @staticmethod
     def _run_id(connection: Connection, text: str) -> str:
@@ -146,10 +188,13 @@ class RunStore:
             position = found[-1][0] + 1
 
     def list_runs(self, dataset_id: str | None = None, model_slug: str | None = None,
-                  limit: int | None = None, hidden_tiers: tuple[str, ...] = ()) -> list[dict]:
+                  limit: int | None = None, hidden_tiers: tuple[str, ...] = (), include_floor: bool = False) -> list[dict]:
         """Stored runs, newest first, optionally of one dataset or model,
-        without those scored on a corpus of `hidden_tiers`."""
+        without those scored on a corpus of `hidden_tiers`, and without floor
+        runs unless `include_floor` (their rows name their floor_kind)."""
         query = select(*(runs.c[name] for name in RUN_SUMMARY)).order_by(runs.c.created_at.desc(), runs.c.run_id.desc())
+        if not include_floor:
+            query = query.where(runs.c.floor_kind.is_(None))
         if hidden_tiers:
             query = query.where(or_(runs.c.corpus_tier.is_(None), runs.c.corpus_tier.not_in(hidden_tiers)))
         if dataset_id is not None:

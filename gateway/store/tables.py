@@ -77,6 +77,10 @@ runs = Table(
     # submissions.py): "held" keeps it off the leaderboard until "cleared"
     # or "disqualified"; null when there was nothing to review.
     Column("review", Text),
+    # A floor run (migration 0006): the degenerate system the gateway scored
+    # itself on this corpus version (champollion/core/degenerate.py
+    # FLOOR_KINDS); null for every other run.
+    Column("floor_kind", Text),
 )
 
 run_entries = Table(
@@ -95,6 +99,8 @@ run_entries = Table(
 
 for _name, _columns in INDEXES.items():
     Index(_name, *(runs.c[c] for c in _columns))
+# One floor run of each kind per dataset and corpus version (null kinds never collide).
+Index("idx_floor", runs.c.dataset_id, runs.c.corpus_version, runs.c.floor_kind, unique=True)
 
 # Registered corpora (migration 0002, seed 001 §5, §8.1): every version kept
 # under its content hash and its number per corpus id.

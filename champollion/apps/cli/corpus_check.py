@@ -54,6 +54,8 @@ def print_check(report: dict) -> None:
     _print_references(report["references"])
     _print_coverage(report["analyzer_coverage"])
     _print_power(report["power"])
+    if report.get("floor"):
+        _print_floor(report["floor"])
     rotation = report.get("rotation")
     if rotation:
         spans = " -> ".join(f"{span['tier']} ({span['since'][:10]})" for span in rotation["history"])
@@ -91,6 +93,27 @@ def _print_coverage(coverage: dict) -> None:
           f"{coverage['rejected_types']} word types" + (f": {top}" if top else ""))
     for caveat in coverage["caveats"]:
         print(f"  caveat: {caveat}")
+
+
+def _value(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _print_floor(floor: dict) -> None:
+    """The floor (best floor run) and the stored systems' headroom above it, per composite metric."""
+    print(f"\nfloor: {floor['floor_runs']} floor runs, {floor['systems']} stored systems (pilots) on this version")
+    if not floor["floor_runs"]:
+        print("no floor runs stored for this version yet")
+        return
+    print(tabulate([[metric, _value(row["floor"]), row["floor_kind"] or "-", _value(row["lowest"]),
+                     _value(row["highest"]), _value(row["headroom_lowest"]), _value(row["headroom_highest"]),
+                     {True: "UNINFORMATIVE", False: "ok", None: "-"}[row["uninformative"]]]
+                    for metric, row in floor["metrics"].items()],
+                   headers=["metric", "floor", "floor kind", "systems lowest", "systems highest",
+                            "headroom (lowest)", "headroom (highest)", "verdict"], disable_numparse=True))
+    if floor["uninformative"]:
+        print(f"uninformative on this corpus (best system less than {floor['threshold_share']:.0%} of the scale "
+              f"above the floor): {', '.join(floor['uninformative'])}")
 
 
 def _print_power(power: dict) -> None:

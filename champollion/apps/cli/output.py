@@ -105,6 +105,21 @@ def _composite_line(card: dict) -> str:
     return text + (f" ({'; '.join(notes)})" if notes else "")
 
 
+def _adequacy_line(card: dict) -> str | None:
+    """adequacy_rate with its interval and the entries each gate refused
+    (docs/scoring.md, "Adequacy gates"); None for a card without the block."""
+    adequacy = card.get("adequacy")
+    if not adequacy or adequacy.get("rate") is None:
+        return None
+    interval = ((card.get("scores") or {}).get("confidence_intervals") or {}).get("adequacy_rate")
+    text = f"adequacy {adequacy['rate']:.4f}" + (f" {interval_text('adequacy_rate', interval)}" if interval else "")
+    if not adequacy["inadequate"]:
+        return text + " · every output passed the adequacy gates"
+    gates = ", ".join(f"{gate} {count}" for gate, count in adequacy["gates"].items() if count)
+    return (text + f" · {adequacy['inadequate']} of {adequacy['entries']} outputs are not translations of their "
+            f"source ({gates}): they enter the composite at their worst")
+
+
 def card_summary(card: dict, style: Style, warnings_shown: int = WARNINGS_SHOWN) -> list[str]:
     """A run card in at most about 40 lines: the run, each metric with a
     value (value, 95% CI, signature), the metrics without one, composite,
@@ -138,6 +153,9 @@ def card_summary(card: dict, style: Style, warnings_shown: int = WARNINGS_SHOWN)
                      f"not requested: {len(not_requested)} other metrics (see `--metrics`)")
     if null:
         lines.append(f"null: {', '.join(null)} (see warnings)")
+    adequacy = _adequacy_line(card)
+    if adequacy:
+        lines.append(adequacy)
     lines.append(style.bold(_composite_line(card)))
     lines += warning_lines(card.get("warnings") or [], style, warnings_shown)
     return lines

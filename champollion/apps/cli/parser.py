@@ -470,7 +470,12 @@ def _define_meta_eval(meta_eval: argparse.ArgumentParser) -> None:
     meta_eval.add_argument("--lower-is-better", action="store_true",
                            help="the human scores are errors or costs: lower is better")
     meta_eval.add_argument("--system", action="append", default=[], metavar="CARD=NAME",
-                           help="match this card (as given) to this judged system (default: its model_slug)")
+                           help="match this card (as given) to this judged system, or name this --floor card "
+                                "(default: its model_slug)")
+    meta_eval.add_argument("--floor", nargs="+", action="extend", default=[], metavar="CARD_OR_RUN_ID",
+                           help="run cards (or stored run ids) of degenerate systems, on the judged cards' corpus "
+                                "version: not judged; each metric reports how many it ranks below every judged "
+                                "system (give it after the judged cards)")
     meta_eval.add_argument("--metric-segments", default="all", choices=METRIC_SEGMENTS,
                            help="what a metric's system score covers: all segments of the test set (default, "
                                 "WMT's convention) or only those the humans judged")

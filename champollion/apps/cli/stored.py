@@ -15,7 +15,7 @@ from champollion.apps.cli.common import (
     reading_client,
     write_json,
 )
-from champollion.apps.client import Client, row_flags
+from champollion.apps.client import Client, row_flags, split_floor
 from champollion.apps.inputs import InputError, load_corpus, load_predictions, load_run_card
 
 
@@ -125,7 +125,15 @@ def _campaign_judgments(args, campaign_id: str):
 def cmd_meta_eval(args) -> int:
     """Agreement of each metric of the given run cards with human judgments
     (champollion/apps/meta_eval.py)."""
-    from champollion.apps.meta_eval import TABLE_HEADERS, MetaEvalError, match_systems, meta_evaluate, table_rows
+    from champollion.apps.meta_eval import (
+        MetaEvalError,
+        floor_failures,
+        match_floor,
+        match_systems,
+        meta_evaluate,
+        table_headers,
+        table_rows,
+    )
     from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
 
     if args.resamples < 0:
@@ -139,16 +147,19 @@ def cmd_meta_eval(args) -> int:
     try:
         if args.human.startswith(CAMPAIGN_PREFIX):
             judgments, given = _campaign_judgments(args, args.human[len(CAMPAIGN_PREFIX):])
-            cards = _cards(args, given)
+            cards = _cards(args, given + args.floor)
             # A campaign's systems are its run ids: each card is its run's.
             names = {text: cards[text].get("run_id") or "" for text in given} | names
         else:
             if not args.cards:
                 raise CliError("give the run cards (or stored run ids) of the judged systems", EXIT_INVALID_INPUT)
             judgments, given = read_judgments(Path(args.human), args.format), args.cards
-            cards = _cards(args, given)
-        runs = match_systems([(text, cards[text]) for text in given], judgments, names)
-        report = meta_evaluate(runs, judgments, args.lower_is_better, args.resamples, args.seed, args.metric_segments)
+            cards = _cards(args, given + args.floor)
+        runs = match_systems([(text, cards[text]) for text in given], judgments,
+                             {card: name for card, name in names.items() if card not in args.floor})
+        floor = match_floor([(text, cards[text]) for text in args.floor], names, runs) if args.floor else None
+        report = meta_evaluate(runs, judgments, args.lower_is_better, args.resamples, args.seed,
+                               args.metric_segments, floor)
     except (InputError, JudgmentError, MetaEvalError) as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
     if args.json:
@@ -159,7 +170,14 @@ def cmd_meta_eval(args) -> int:
           f"judged for every system), metric scores over {segments['metric_segments']} segments; 95% bootstrap "
           f"intervals over segments ({args.resamples} resamples, seed {args.seed}); "
           f"segment Kendall: {report['segment_kendall']}")
-    print(tabulate(table_rows(report), headers=TABLE_HEADERS, disable_numparse=True))
+    if floor:
+        print(f"floor: {len(floor)} degenerate systems ({', '.join(run.name for run in floor)}), not judged; "
+              "K/N: how many of the N with a score the metric ranks below every judged system")
+    print(tabulate(table_rows(report), headers=table_headers(report), disable_numparse=True))
+    failures = floor_failures(report)
+    if failures:
+        print("metrics that rank a degenerate system at or above a judged one:")
+        print("\n".join(f"  {line}" for line in failures))
     return 0
 
 
@@ -182,18 +200,27 @@ def cmd_leaderboard(args) -> int:
     if args.json:
         write_json(board.rows, None)
         return 0
+    systems, floor = split_floor(board.rows)
     print(_board_title(board, args))
-    print(tabulate(
-        [[row["rank"], row["model_slug"], number(row["composite_score"]), number(row["chrf_plus_plus"]),
-          number(row["corpus_bleu"]), number(row["ter"]), number(row["cost_per_entry_usd"]),
-          number(row["cost_adjusted"]), ", ".join(row_flags(row))]
-         for row in board.rows],
-        headers=["rank", "model", "composite", "chrF++", "BLEU", "TER", "cost/entry", "cost_adjusted", "flags"],
-        disable_numparse=True,
-    ))
-    if args.limit and len(board.rows) == args.limit:
+    print(_board_table(systems, "rank", lambda row: row["rank"]))
+    if args.limit and len(systems) == args.limit:
         print(f"(the first {args.limit} rows; --limit 0 for all)")
+    if floor:
+        print("\nfloor: degenerate systems the gateway scored on this version (unranked; a run whose composite "
+              "interval reaches theirs is tier baseline)")
+        print(_board_table(floor, "floor", lambda row: row.get("floor_kind")))
     return 0
+
+
+def _board_table(rows: list[dict], first: str, first_cell) -> str:
+    return tabulate(
+        [[first_cell(row), row["model_slug"], number(row["composite_score"]), number(row["chrf_plus_plus"]),
+          number(row["corpus_bleu"]), number(row["ter"]), number(row["cost_per_entry_usd"]),
+          number(row["cost_adjusted"]), ", ".join(flag for flag in row_flags(row) if not flag.startswith("floor"))]
+         for row in rows],
+        headers=[first, "model", "composite", "chrF++", "BLEU", "TER", "cost/entry", "cost_adjusted", "flags"],
+        disable_numparse=True,
+    )
 
 
 def _board_title(board, args) -> str:

@@ -313,7 +313,10 @@ class Client:
             dataset_id=dataset, version=version, sort=sort, ascending=ascending, all_submissions=all_submissions,
             include_disqualified=include_disqualified, official=official, limit=limit)
         board = self._call(lambda stub: stub.Leaderboard(request, timeout=QUICK_CALL_S))
-        return Leaderboard(board.dataset_id, board.corpus_version, board.sort, [plain_row(row) for row in board.rows])
+        rows = [plain_row(row) for row in board.rows]
+        for row in rows:  # a gateway older than floor runs sends no flag
+            row.setdefault("floor", False)
+        return Leaderboard(board.dataset_id, board.corpus_version, board.sort, rows)
 
     # Runs held for review (maintainers)
 
@@ -424,7 +427,15 @@ def row_flags(row: Mapping[str, Any]) -> list[str]:
         flags.append("not comparable")
     if row.get("disqualified"):
         flags.append("disqualified")
+    if row.get("floor"):
+        flags.append(f"floor ({row.get('floor_kind')}): unranked")
     return flags
+
+
+def split_floor(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """A board's rows as (systems, floor rows): the floor runs the gateway
+    scored itself (degenerate systems, `floor` true) never take a rank."""
+    return [row for row in rows if not row.get("floor")], [row for row in rows if row.get("floor")]
 
 
 def card_for_compare(card: Mapping[str, Any], side: str = "card") -> run_card_pb2.RunCard:

@@ -15,7 +15,7 @@ import grpc
 import structlog
 
 from champollion.eval.v1 import family_pb2_grpc, gateway_pb2_grpc
-from champollion.core.serving import ServerTls, start_server
+from champollion.core.serving import ServerTls, ignore_grpc_poller_wakeups, start_server
 from gateway.server.auth import AccessControl
 from gateway.server.config import GatewayConfig
 from gateway.server.servicer import FAMILY_SERVICE, GATEWAY_SERVICE, GatewayServicer
@@ -131,6 +131,7 @@ async def start_stack(
     tls: ServerTls | None = None,
     workers: int | None = None,
     max_text_chars: int | None = None,
+    floor_runs: bool = False,
 ) -> RunningStack:
     """Every implemented family (or those named) on a free loopback port
     (FAMILY_HOST, whatever `host` says), then the gateway on `host`.
@@ -158,7 +159,10 @@ async def start_stack(
         servers.append(server)
         by_family[name] = server
         addresses[name] = f"{FAMILY_HOST}:{port}"
-    config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store, **limit)
+    # Floor runs: off unless asked (a CLI's embedded gateway ends with its
+    # command, before a floor built in the background could be stored).
+    config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store, floor_runs=floor_runs,
+                           **limit)
     if batch_size:
         config.batch_size = batch_size
     server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}", tokens, tls)
@@ -186,6 +190,7 @@ class EmbeddedStack:
     def __init__(self, **options):
         self._options = options
         self._loop = asyncio.new_event_loop()
+        ignore_grpc_poller_wakeups(self._loop)
         self._thread = threading.Thread(target=self._loop.run_forever, name="champollion-stack", daemon=True)
         self.stack: RunningStack | None = None
 
@@ -199,6 +204,11 @@ class EmbeddedStack:
             self.__exit__()
             raise
         return self.stack
+
+    def run(self, coroutine, timeout: float = 300):
+        """Runs `coroutine` on the stack's event loop and returns its result
+        (tests wait for the gateway's background floor builds so)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=timeout)
 
     def stop_family(self, name: str) -> None:
         """Stops one family's server now (tests of failover use this)."""

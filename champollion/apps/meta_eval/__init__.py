@@ -17,6 +17,14 @@ from the same code as the point estimate: a resample is a vector of counts
 over segments, the point estimate the all-ones vector. Metrics whose lower
 values are better (the metric table's `lower_is_better`) are negated first,
 so +1 is perfect agreement for every metric.
+
+The composite is rebuilt as the gateway computes it: from the adequacy-gated
+statistics (`gateway.card.adequacy`), entries a card marks inadequate at every
+composite input's worst, so it is the card's own composite.
+
+With degenerate systems (`--floor`: systems that ignore their input,
+`champollion.core.degenerate`), each metric is also asked whether it ranks
+them below every judged system; they are not judged and enter no measure.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from champollion.apps.meta_eval.human_judgments import Judgments
+from gateway.card.adequacy import gated_statistics, inadequate_entries
 from gateway.card.bootstrap import ALPHA, percentile_interval, resample_counts
 from gateway.card.composite import weighted_composite
 from gateway.card.corpus import values_from_sums
@@ -54,6 +63,8 @@ class SystemRun:
     # Metric id (and "composite") -> per-entry values, NaN where an entry has none.
     entry_values: dict[str, np.ndarray]
     weights: dict[str, float]
+    # The composite's inputs: `stats` of the weighted metrics, inadequate entries at their worst.
+    composite_stats: dict[str, np.ndarray]
 
     @classmethod
     def from_card(cls, card: dict, name: str, source: str) -> "SystemRun":
@@ -65,8 +76,9 @@ class SystemRun:
         stats = {m: np.asarray([entry["stats"][m] for entry in entries], dtype=float) for m in shared}
         entry_values = {m: np.asarray([_number((entry.get("scores") or {}).get(m)) for entry in entries])
                         for m in (*shared, COMPOSITE)}
+        weights = dict(sorted((card.get("composite_coverage") or {}).get("weights", {}).items()))
         return cls(name, source, card["dataset"]["version"], [entry["id"] for entry in entries], stats,
-                   entry_values, dict(sorted((card.get("composite_coverage") or {}).get("weights", {}).items())))
+                   entry_values, weights, composite_inputs(stats, inadequate_entries(entries), weights))
 
     def aligned_to(self, ids: list[str]) -> "SystemRun":
         position = {entry_id: index for index, entry_id in enumerate(self.ids)}
@@ -78,15 +90,26 @@ class SystemRun:
         """These entries only, in this order."""
         return SystemRun(self.name, self.card, self.version, [self.ids[row] for row in rows],
                          {m: matrix[rows] for m, matrix in self.stats.items()},
-                         {m: values[rows] for m, values in self.entry_values.items()}, self.weights)
+                         {m: values[rows] for m, values in self.entry_values.items()}, self.weights,
+                         {m: matrix[rows] for m, matrix in self.composite_stats.items()})
 
     def system_scores(self, metric_id: str, counts: np.ndarray) -> np.ndarray:
         """The metric's value per row of `counts` (resamples x entries): how
-        often each entry is drawn."""
+        often each entry is drawn. NaN where the card has no statistics for it
+        (a degenerate system's card may lack some)."""
         if metric_id == COMPOSITE:
-            components = {m: self.system_scores(m, counts) for m in self.weights if m in self.stats}
+            components = {m: values_from_sums(m, counts @ matrix) for m, matrix in self.composite_stats.items()}
             return weighted_composite(components, self.weights) if components else np.full(len(counts), np.nan)
+        if metric_id not in self.stats:
+            return np.full(len(counts), np.nan)
         return values_from_sums(metric_id, counts @ self.stats[metric_id])
+
+
+def composite_inputs(stats: dict[str, np.ndarray], inadequate: np.ndarray,
+                     weights: dict[str, float]) -> dict[str, np.ndarray]:
+    """The weighted metrics' statistics as the gateway's composite reads them."""
+    gated = gated_statistics(stats, inadequate, list(weights))
+    return {m: gated[m] for m in weights if m in gated}
 
 
 def _number(value) -> float:
@@ -119,6 +142,29 @@ def match_systems(cards: list[tuple[str, dict]], judgments: Judgments, names: di
         raise MetaEvalError(f"the run cards are of different corpus versions ({', '.join(v[:12] for v in versions)}): "
                             "systems compare only on the same corpus version")
     return [run.aligned_to(runs[0].ids) for run in runs]
+
+
+def match_floor(cards: list[tuple[str, dict]], names: dict[str, str], runs: list[SystemRun]) -> list[SystemRun]:
+    """The degenerate systems (--floor): each (source, card) named by
+    `names[source]` (from --system), else its model_slug, else the source;
+    on the judged cards' corpus version, aligned to their entries."""
+    judged = {run.card for run in runs}
+    twice = [source for source, _ in cards if source in judged]
+    if twice:
+        raise MetaEvalError(f"--floor: {', '.join(twice)} given as a judged system's card too")
+    floor = [SystemRun.from_card(card, names.get(source) or card.get("model_slug") or source, source)
+             for source, card in cards]
+    elsewhere = [run.card for run in floor if run.version != runs[0].version]
+    if elsewhere:
+        raise MetaEvalError(f"--floor: {', '.join(elsewhere)}: not of the judged cards' corpus version "
+                            f"({runs[0].version[:12]}): degenerate systems compare only on the same corpus version")
+    taken = {run.name: run.card for run in runs}
+    for run in floor:
+        if run.name in taken:
+            raise MetaEvalError(f"{run.card} and {taken[run.name]} are both named {run.name!r}; "
+                                f"name one with --system {run.card}=NAME")
+        taken[run.name] = run.card
+    return [run.aligned_to(runs[0].ids) for run in floor]
 
 
 def segment_positions(judgments: Judgments, ids: list[str]) -> dict[str, int]:
@@ -235,6 +281,27 @@ def _measures(runs: list[SystemRun], metric_id: str, human: np.ndarray,
     return scores, measures
 
 
+def floor_ranking(real: np.ndarray, real_names: list[str], floor: np.ndarray, floor_names: list[str]) -> dict:
+    """How a metric ranks the degenerate systems among the real ones, every
+    score higher better: how many it puts below every real system, and, for
+    each other one, the best real system it ranks at or above (a tie is not
+    below). Systems without a value for the metric are not ranked:
+    `degenerate` counts those with one."""
+    scored = ~np.isnan(real)
+    ranked, below, above = 0, 0, []
+    for name, score in zip(floor_names, floor):
+        if np.isnan(score):
+            continue
+        ranked += 1
+        beaten = [i for i in np.flatnonzero(scored) if real[i] <= score]
+        if not beaten:
+            below += 1
+            continue
+        best = max(beaten, key=lambda i: real[i])  # the first such in the judged order on a tie
+        above.append({"degenerate": name, "beats": real_names[best]})
+    return {"degenerate": ranked, "below_every_real_system": below, "above_a_real_system": above}
+
+
 def _value(number: float) -> float | None:
     return None if np.isnan(number) else float(number)
 
@@ -246,7 +313,10 @@ def _with_interval(values: np.ndarray) -> dict:
 
 
 def meta_evaluate(runs: list[SystemRun], judgments: Judgments, lower_is_better: bool,
-                  resamples: int, seed: int, metric_segments: str = "all") -> dict:
+                  resamples: int, seed: int, metric_segments: str = "all",
+                  floor: list[SystemRun] | None = None) -> dict:
+    """The report; `floor`: degenerate systems (match_floor) each metric is
+    asked to rank below the real ones, None when not given."""
     if metric_segments not in METRIC_SEGMENTS:
         raise MetaEvalError(f"metric segments must be one of {', '.join(METRIC_SEGMENTS)}, not {metric_segments!r}")
     human_all = human_matrix(runs, judgments, lower_is_better)
@@ -256,6 +326,7 @@ def meta_evaluate(runs: list[SystemRun], judgments: Judgments, lower_is_better: 
         raise MetaEvalError(f"{judgments.path}: {used.size} segment(s) judged for every system: too few to use")
     if metric_segments == "judged":
         runs = [run.restricted_to(used) for run in runs]
+        floor = None if floor is None else [run.restricted_to(used) for run in floor]
         human = human_all[:, used]
     else:  # a segment some system lacks a score for counts for no system's human score
         human = np.where(judged_by_all, human_all, np.nan)
@@ -274,6 +345,11 @@ def meta_evaluate(runs: list[SystemRun], judgments: Judgments, lower_is_better: 
             "negated": direction(metric_id) < 0,
             **{name: _with_interval(measures[name]) if name in measures else None for name in MEASURES},
             "system_scores": {run.name: _value(direction(metric_id) * scores[0, i]) for i, run in enumerate(runs)},
+            "floor": None if floor is None else floor_ranking(
+                scores[0], [run.name for run in runs],
+                # The point estimate's row only: the floor has no interval.
+                np.array([direction(metric_id) * run.system_scores(metric_id, counts[:1])[0] for run in floor]),
+                [run.name for run in floor]),
         }
     return {
         "human": {"path": str(judgments.path), "format": judgments.format, "lower_is_better": lower_is_better},
@@ -281,6 +357,7 @@ def meta_evaluate(runs: list[SystemRun], judgments: Judgments, lower_is_better: 
         "segments": {"used": int(used.size), "total": int(human_all.shape[1]), "metric_segments": metric_segments},
         "systems": [{"name": run.name, "card": run.card, "human_score": float(np.nanmean(human[i]))}
                     for i, run in enumerate(runs)],
+        "floor_systems": None if floor is None else [{"name": run.name, "card": run.card} for run in floor],
         "segment_kendall": SEGMENT_KENDALL_VARIANT,
         "bootstrap": {"method": "percentile over segments", "resamples": resamples, "alpha": ALPHA, "seed": seed},
         "metrics": report_metrics,
@@ -290,7 +367,8 @@ def meta_evaluate(runs: list[SystemRun], judgments: Judgments, lower_is_better: 
 
 
 def table_rows(report: dict) -> list[list[str]]:
-    """One row per metric: each measure as `value [lower, upper]`."""
+    """One row per metric: each measure as `value [lower, upper]`, then, with
+    degenerate systems, how many it ranks below every real one (K/N)."""
     def cell(measure: dict | None) -> str:
         if measure is None or measure["value"] is None:
             return "-"
@@ -298,8 +376,28 @@ def table_rows(report: dict) -> list[list[str]]:
             return f"{measure['value']:+.3f}"
         return f"{measure['value']:+.3f} [{measure['ci_lower']:+.3f}, {measure['ci_upper']:+.3f}]"
 
-    return [[f"{metric_id} (negated)" if entry["negated"] else metric_id, *(cell(entry[m]) for m in MEASURES)]
+    def floor_cell(floor: dict) -> list[str]:
+        return [] if floor is None else [f"{floor['below_every_real_system']}/{floor['degenerate']}"]
+
+    return [[f"{metric_id} (negated)" if entry["negated"] else metric_id, *(cell(entry[m]) for m in MEASURES),
+             *floor_cell(entry["floor"])]
             for metric_id, entry in report["metrics"].items()]
 
 
 TABLE_HEADERS = ["metric", "system Pearson", "system Kendall", "pairwise accuracy", "segment Kendall"]
+
+
+def table_headers(report: dict) -> list[str]:
+    return TABLE_HEADERS + ([] if report["floor_systems"] is None else ["floor"])
+
+
+def floor_failures(report: dict) -> list[str]:
+    """One line per metric that ranks some degenerate system at or above a
+    real one, naming them."""
+    lines = []
+    for metric_id, entry in report["metrics"].items():
+        above = (entry["floor"] or {}).get("above_a_real_system")
+        if above:
+            beaten = "; ".join(f"{pair['degenerate']} at or above {pair['beats']}" for pair in above)
+            lines.append(f"{metric_id} ranks {beaten}")
+    return lines

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gateway.card.adequacy import gated_statistics, inadequate_entries
 from gateway.card.breakdowns import breakdown
 from gateway.card.compare import CompareRefused, compare_run_cards
 from gateway.card.composite import composite_input
-from gateway.card.metrics import METRICS, PERCENT_METRICS
+from gateway.card.corpus import corpus_values
+from gateway.card.metrics import METRICS, PERCENT_METRICS, WEIGHTS
 
 # Per-entry texts and facts the run card does not carry (entry id -> fields:
 # source, reference, prediction, domain, latency_s), from the run's own files.
@@ -132,11 +134,13 @@ class CompositePart:
 
 def composite_parts(run: Run) -> list[CompositePart]:
     """The composite as the sum of its parts: each metric that entered it,
-    its effective weight and its normalised value (gateway/card/composite.py)."""
+    its effective weight and its normalised value (gateway/card/composite.py),
+    the value as the composite read it (composite_input_values)."""
     weights = (run.card.get("composite_coverage") or {}).get("weights") or {}
+    values = composite_input_values(run, list(weights))
     parts = []
     for metric, weight in sorted(weights.items(), key=lambda item: -item[1]):
-        value = run.scores.get(metric)
+        value = values.get(metric)
         if value is None or metric not in METRICS:
             continue
         normalised = float(composite_input(metric, value))
@@ -151,6 +155,19 @@ def entry_stats(entries: list[dict]) -> dict[str, np.ndarray]:
         return {}
     shared = set.intersection(*(set(entry.get("stats") or {}) for entry in entries))
     return {m: np.asarray([entry["stats"][m] for entry in entries], dtype=float) for m in sorted(shared)}
+
+
+def composite_input_values(run: Run, metric_ids: list[str]) -> dict:
+    """The card's scores, with those of `metric_ids` as its composite read
+    them: over the adequacy-gated per-entry statistics where some entry is
+    inadequate (the card's own metric values are ungated), else as they are
+    (a card without entries keeps its values: nothing to gate)."""
+    entries = run.card.get("entries") or []
+    inadequate = inadequate_entries(entries)
+    if not inadequate.any():
+        return run.scores
+    gated = gated_statistics(entry_stats(entries), inadequate, metric_ids)
+    return {**run.scores, **corpus_values({m: gated[m] for m in metric_ids if m in gated})}
 
 
 def groups(run: Run, key: str) -> tuple[dict, str | None]:
@@ -170,7 +187,10 @@ def groups(run: Run, key: str) -> tuple[dict, str | None]:
     if not any(domains):
         return {}, "the run card has no by_domain breakdown (give the run's corpus to compute it)"
     profile = (run.card.get("composite_coverage") or {}).get("profile") or "A"
-    computed = breakdown(domains, entry_stats(entries), profile)
+    stats = entry_stats(entries)
+    # The composite as the gateway's breakdowns compute it: inadequate entries at their worst.
+    gated = gated_statistics(stats, inadequate_entries(entries), WEIGHTS[profile])
+    computed = breakdown(domains, stats, profile, composite_stats=gated)
     return computed, "computed from the card's per-entry statistics and the corpus's domains"
 
 

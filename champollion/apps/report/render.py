@@ -13,7 +13,7 @@ import jinja2
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
-from champollion.apps.client import row_flags
+from champollion.apps.client import row_flags, split_floor
 from champollion.apps.report.figures import across_run_figures
 from champollion.apps.report.model import (
     ENTRY_METRICS,
@@ -159,7 +159,9 @@ def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, titl
     leaderboard --json` prints them) and the across-run figures of `cards`
     (the rows' run cards, in any order: they are put in the rows' order)."""
     by_id = {card.get("run_id"): card for card in cards}
-    ordered = [by_id[row["run_id"]] for row in rows if row.get("run_id") in by_id]
+    # Floor rows (the gateway's degenerate systems) in a section of their own, never ranked nor plotted.
+    systems, floor = split_floor(rows)
+    ordered = [by_id[row["run_id"]] for row in systems if row.get("run_id") in by_id]
     runs = _runs(ordered, None)
-    _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board_rows(rows),
-           missing_cards=len(rows) - len(ordered), **_sections(runs))
+    _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board_rows(systems),
+           floor=board_rows(floor), missing_cards=len(systems) - len(ordered), **_sections(runs))

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.routing import Route
 
+from champollion.apps.client import split_floor
 from champollion.apps.report.model import Run, score_rows
 from champollion.apps.report.render import BOARD_COLUMNS, board_rows, render_report
 from champollion.apps.web.rendering import REPORT_CSP, Front, PageError
@@ -80,10 +81,12 @@ def routes(front: Front) -> list[Route]:
 
     async def leaderboard(request: Request) -> HTMLResponse:
         board = await read_board(request, "leaderboard")
-        rows = [{**shown, "community": row.get("community_review"), "run_id": row["run_id"]}
-                for shown, row in zip(board_rows(board["rows"]), board["rows"])]
+        # Floor rows (the gateway's degenerate systems): a section of their own, unranked.
+        systems, floor = split_floor(board["rows"])
+        rows, floor_rows = ([{**shown, "community": row.get("community_review"), "run_id": row["run_id"]}
+                             for shown, row in zip(board_rows(part), part)] for part in (systems, floor))
         return front.page(request, "leaderboard.html.j2", title=f"Leaderboard: {board['dataset_id']}", board=board,
-                          rows=rows, columns=BOARD_COLUMNS, query=dict(request.query_params))
+                          rows=rows, floor_rows=floor_rows, columns=BOARD_COLUMNS, query=dict(request.query_params))
 
     async def leaderboard_json(request: Request) -> JSONResponse:
         board = await read_board(request, "leaderboard")
