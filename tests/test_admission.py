@@ -37,18 +37,16 @@ def wait_until(condition, seconds: float = 30.0) -> None:
 def test_runs_beyond_the_slots_and_the_queue_are_refused_at_once(small_gateway):
     admission = small_gateway.gateway.admission
     release = threading.Event()
-    request = make_request(ENTRIES)
+    request = make_request(ENTRIES, batch_size=len(ENTRIES))
 
     def held_upload():
-        """An upload that holds its turn until `release`: header first, then the entries."""
-        header = gateway_pb2.EvaluateRequest()
-        header.CopyFrom(request)
-        del header.corpus.entries[:]
-        del header.predictions[:]
-        yield header
+        """An upload that holds its turn until `release`: its first batch is
+        ready (the part after the entries' lets them go), so scoring has
+        started and it has its slot (an upload that idles before that holds
+        none: tests/test_upload_limits.py); its end comes on `release`."""
+        yield request
+        yield gateway_pb2.EvaluateRequest()
         release.wait(60)
-        yield gateway_pb2.EvaluateRequest(corpus=gateway_pb2.Corpus(entries=request.corpus.entries),
-                                          predictions=request.predictions)
 
     with grpc.insecure_channel(small_gateway.gateway_address) as channel, ThreadPoolExecutor(2) as pool:
         stub = gateway_pb2_grpc.GatewayStub(channel)
@@ -74,7 +72,8 @@ def test_a_caller_that_leaves_the_queue_gives_its_place_up(small_gateway):
     release = threading.Event()
 
     def parts():
-        yield make_request(ENTRIES)
+        yield make_request(ENTRIES, batch_size=len(ENTRIES))
+        yield gateway_pb2.EvaluateRequest()  # the first batch is ready: the upload takes its slot
         release.wait(60)
 
     with grpc.insecure_channel(small_gateway.gateway_address) as channel, ThreadPoolExecutor(1) as pool:

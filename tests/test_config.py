@@ -37,6 +37,13 @@ max_in_flight: 4
 def test_an_empty_file_is_the_defaults(tmp_path):
     config = load_config(write(tmp_path, ""))
     assert (config.families, config.batch_size, config.deadline_seconds, config.max_in_flight) == ({}, 256, 300.0, 16)
+    assert (config.upload_idle_seconds, config.upload_deadline_seconds, config.max_open_uploads) == (60.0, 3600.0, 8)
+
+
+def test_the_upload_limits_are_read(tmp_path):
+    config = load_config(write(tmp_path, "upload_idle_seconds: 5\nupload_deadline_seconds: 90.5\n"
+                                         "max_open_uploads: 2\n"))
+    assert (config.upload_idle_seconds, config.upload_deadline_seconds, config.max_open_uploads) == (5, 90.5, 2)
 
 
 @pytest.mark.parametrize(
@@ -67,6 +74,13 @@ def test_an_empty_file_is_the_defaults(tmp_path):
         ("deadline_seconds: soon\n", "deadline_seconds: must be a positive number of seconds, got 'soon'"),
         ("deadline_seconds: 0\n", "deadline_seconds: must be a positive number of seconds, got 0"),
         ("deadline_seconds: .inf\n", "deadline_seconds: must be a positive number of seconds, got inf"),
+        ("upload_idle_seconds: 0\n", "upload_idle_seconds: must be a positive number of seconds, got 0"),
+        ("upload_idle_seconds: -1\n", "upload_idle_seconds: must be a positive number of seconds, got -1"),
+        ("upload_idle_seconds: soon\n", "upload_idle_seconds: must be a positive number of seconds, got 'soon'"),
+        ("upload_deadline_seconds: .inf\n", "upload_deadline_seconds: must be a positive number of seconds, got inf"),
+        ("upload_deadline_seconds: true\n", "upload_deadline_seconds: must be a positive number of seconds, got True"),
+        ("max_open_uploads: 0\n", "max_open_uploads: must be a whole number of at least 1, got 0"),
+        ("max_open_uploads: 2.5\n", "max_open_uploads: must be a whole number of at least 1, got 2.5"),
     ],
 )
 def test_a_bad_config_names_file_and_field(tmp_path, text, expected):

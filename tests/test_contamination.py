@@ -13,7 +13,8 @@ import pytest
 
 from champollion.eval.v1 import gateway_pb2
 from champollion.apps.launch.embedded import EmbeddedStack
-from gateway.card.contamination import MAX_LISTED_ENTRIES, MIN_REFERENCE_CHARS, ContaminationCheck
+from gateway.card.contamination import (GLOSSARY_MIN_WORDS, MAX_LISTED_ENTRIES, MIN_REFERENCE_CHARS, SPAN_CHARS,
+                                        ContaminationCheck)
 from tests.conftest import EXAMPLE, evaluate, make_request
 
 DATASET = "champollion-example-eng-spa"
@@ -160,6 +161,114 @@ def test_many_entries_against_a_large_prompt():
     assert set(integrity["contaminated_entries"]) == planted
 
 
+# --- disguises (issue 33 finding 6) -----------------------------------------------
+
+ACCENTED_SOURCE = "The file could not be opened; try again later."
+ACCENTED_REFERENCE = "No se pudo abrir el archivo; inténtalo de nuevo más tarde."
+_CYRILLIC = str.maketrans("aceopxyHKMT", "асеорхуНКМТ")
+
+
+def _joined(text: str, joiner: str) -> str:
+    """A joiner between every two letters (spaces kept)."""
+    return " ".join(joiner.join(word) for word in text.split(" "))
+
+
+def _with_accents(text: str) -> str:
+    return "".join(char + "\u0301" if char in "aeiou" else char for char in text)
+
+
+DISGUISES = {
+    "cyrillic look-alikes": LONG_REFERENCE.translate(_CYRILLIC),
+    "cyrillic capitals": LONG_REFERENCE.upper().translate(_CYRILLIC),
+    "U+034F between letters": _joined(LONG_REFERENCE, "\u034f"),
+    "variation selectors between letters": _joined(LONG_REFERENCE, "\ufe0f"),
+    "a variation selector of the supplement": _joined(LONG_REFERENCE, "\U000e0100"),
+    "combining accents added": _with_accents(LONG_REFERENCE),
+    "html entities, named": LONG_REFERENCE.replace(" ", "&nbsp;").replace("a", "&#97;"),
+    "html entities, every character": "".join(f"&#{ord(char)};" for char in LONG_REFERENCE),
+    "html entities, twice encoded": LONG_REFERENCE.replace(" ", "&amp;nbsp;"),
+    "U+3164 for spaces": LONG_REFERENCE.replace(" ", "\u3164"),
+    "U+FFA0 and U+115F for spaces": LONG_REFERENCE.replace(" ", "\uffa0\u115f"),
+    "reversed character order": LONG_REFERENCE[::-1],
+    "reversed word order": " ".join(reversed(LONG_REFERENCE.split(" "))),
+    "look-alike digits and letters": LONG_REFERENCE.replace("l", "1").replace("o", "0"),
+    "several disguises at once": _joined(LONG_REFERENCE.translate(_CYRILLIC), "\u034f").replace(" ", "\u3164"),
+}
+
+
+@pytest.mark.parametrize("name", DISGUISES)
+def test_a_disguised_reference_in_the_prompt_is_found(name):
+    found = check(f"Translate well. For instance: {DISGUISES[name]} Thanks.",
+                  entries=[("es-001", "Save changes", "Guardar cambios"), ("es-004", LONG_SOURCE, LONG_REFERENCE)])
+    assert found["contaminated_entries"] == ["es-004"], name
+    order = ("in reverse character order " if name == "reversed character order" else
+             "in reverse word order " if name == "reversed word order" else "verbatim ")
+    assert found["reasons"] == [f"reference of entry es-004 appears {order}in meta.prompt"]
+
+
+def test_accents_stripped_from_a_reference_are_found():
+    stripped = "".join(char for char in unicodedata.normalize("NFD", ACCENTED_REFERENCE)
+                       if not unicodedata.combining(char))
+    assert stripped != ACCENTED_REFERENCE
+    for disguised in (stripped, _with_accents(stripped), unicodedata.normalize("NFD", ACCENTED_REFERENCE)):
+        found = check(f"Say: {disguised}", entries=[("es-007", ACCENTED_SOURCE, ACCENTED_REFERENCE)])
+        assert found["contaminated_entries"] == ["es-007"], disguised
+
+
+def test_five_references_joined_by_a_grapheme_joiner():
+    """The run on the public board: five references joined by U+034F."""
+    entries = [(f"e{n}", f"Source sentence number {n}.", f"La frase de referencia número {n} es larga.")
+               for n in range(1, 8)]
+    prompt = "Translate. " + "\u034f".join(_joined(reference, "\u034f") for _, _, reference in entries[:5])
+    found = check(prompt, entries=entries)
+    assert found["contaminated_entries"] == ["e1", "e2", "e3", "e4", "e5"]
+
+
+def test_a_reference_split_across_two_meta_fields():
+    half = len(LONG_REFERENCE) // 2
+    first, second = LONG_REFERENCE[:half], LONG_REFERENCE[half:]
+    for fields in ([("meta.model_slug", first), ("meta.condition", second)],
+                   [("meta.model_slug", second), ("meta.condition", first)],  # the second part first
+                   [("meta.model_slug", first), ("meta.condition", "zero-shot"), ("meta.comet_model", second)]):
+        contamination = ContaminationCheck.of("Translate into Spanish.", [], fields)
+        contamination.add("es-004", LONG_SOURCE, LONG_REFERENCE)
+        reasons = contamination.integrity()["reasons"]
+        assert len(reasons) == 1 and reasons[0].startswith("reference of entry es-004 appears split across "), fields
+        named = {path for path, text in fields if text in (first, second)}
+        assert set(reasons[0].rpartition("across ")[2].split(" + ")) == named
+    # Across the prompt's end and a coaching string, the prompt being long.
+    prompt = "x " * (3 * SPAN_CHARS) + first
+    contamination = ContaminationCheck.of(prompt, [second])
+    contamination.add("es-004", LONG_SOURCE, LONG_REFERENCE)
+    assert contamination.integrity()["reasons"] == [
+        "reference of entry es-004 appears split across meta.prompt + meta.coaching_data[0]"]
+    # A short reference's words in two items are still no pair.
+    contamination = ContaminationCheck.of("Translate: Save", [], [("meta.condition", "changes Guardar cambios")])
+    contamination.add("es-001", "Save changes", "Guardar cambios")
+    assert contamination.integrity()["disqualified"] is False
+
+
+def test_a_reference_in_the_glossary():
+    glossary = [("Save", "Guardar"), ("Save changes", "Guardar cambios"), (LONG_SOURCE, LONG_REFERENCE.upper())]
+    assert len(LONG_REFERENCE.split()) >= GLOSSARY_MIN_WORDS > len("Guardar cambios".split())
+    contamination = ContaminationCheck.of("Translate into Spanish.", [], glossary=glossary)
+    for entry in (("es-001", "Save changes", "Guardar cambios"), ("es-004", LONG_SOURCE, LONG_REFERENCE)):
+        contamination.add(*entry)
+    # The short terms are terminology, whole short entries or not.
+    assert contamination.integrity()["reasons"] == ["reference of entry es-004 appears verbatim in glossary[2]"]
+    # A long term that is part of a reference is terminology too.
+    contamination = ContaminationCheck.of(None, [], glossary=[("click Save to keep", "Haz clic en Guardar para")])
+    contamination.add("es-004", LONG_SOURCE, LONG_REFERENCE)
+    assert contamination.integrity()["disqualified"] is False
+
+
+def test_text_that_only_looks_alike_is_no_match():
+    """The skeleton merges look-alikes, not different words."""
+    found = check("Haz clic en Cancelar para descartar tus cambios.",
+                  entries=[("es-004", LONG_SOURCE, LONG_REFERENCE)])
+    assert found["disqualified"] is False
+
+
 # --- through the gateway --------------------------------------------------------
 
 ENTRIES = [
@@ -178,6 +287,19 @@ def test_a_prompt_with_an_entrys_source_and_reference_disqualifies_the_run(gatew
     assert integrity["contaminated_entries"] == ["es-004"]
     assert integrity["reasons"] == ["reference of entry es-004 appears verbatim in meta.prompt"]
     assert integrity["submissions_with_fingerprint"] >= 1  # stored, and the check's fields kept
+
+
+def test_a_disguised_reference_through_the_gateway(gateway, run_card_validator):
+    prompt = f"Translate into Spanish. {_joined(LONG_REFERENCE.translate(_CYRILLIC), chr(0x034F))}"
+    card = evaluate(gateway, make_request(ENTRIES, meta={"prompt": prompt, "model_slug": "m",
+                                                         "condition": "x"}))
+    run_card_validator.validate(card)
+    assert card["integrity"]["contaminated_entries"] == ["es-004"]
+    half = len(LONG_REFERENCE) // 2
+    card = evaluate(gateway, make_request(ENTRIES, meta={"model_slug": LONG_REFERENCE[:half],
+                                                         "condition": LONG_REFERENCE[half:]}))
+    assert card["integrity"]["reasons"] == ["reference of entry es-004 appears split across meta.model_slug + "
+                                            "meta.condition"]
 
 
 def test_coaching_data_through_the_gateway(gateway, run_card_validator):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -45,7 +46,7 @@ CORPUS = json.loads((EXAMPLE / "corpus.json").read_text(encoding="utf-8"))
 PREDICTIONS = [json.loads(line) for line in (EXAMPLE / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
 META = json.loads((EXAMPLE / "meta.json").read_text(encoding="utf-8"))
 # One token per attacker, so that each attack spends a budget of its own.
-SUBMITTERS = ("alice", "bob", "climber", "dictionary", "partial", "oracle")
+SUBMITTERS = ("alice", "bob", "climber", "dictionary", "partial", "oracle", "second", "watcher")
 TOKENS = {name: new_token() for name in (*SUBMITTERS, "maintainer")}
 BUDGET = GatewayConfig().submission_budget
 
@@ -122,11 +123,27 @@ def runs(gateway, run_card_validator) -> dict:
         made["alice"] = alice.evaluate(registered(), PREDICTIONS, META)
         made["alice_full"] = alice.evaluate({**CORPUS, "id": "alice-own-copy"}, PREDICTIONS, META)
     with client(gateway, "bob") as bob:
-        made["bob"] = bob.evaluate(registered(), PREDICTIONS, {**META, "model_slug": "bob-llm"})
+        # Other predictions than alice's (a near-duplicate of hers would be held as probing).
+        made["bob"] = bob.evaluate(registered(), bobs_predictions(), {**META, "model_slug": "bob-llm"})
     for card in made.values():
         run_card_validator.validate(card)
+    # Every submission to a holdout waits for a maintainer (issue 33): these two are published.
+    publish(gateway, made["alice"]["run_id"], made["bob"]["run_id"])
     assert made["alice_full"]["entries"] and not made["alice"]["entries"] and not made["gold"]["entries"]
     return made
+
+
+def bobs_predictions() -> list[dict]:
+    """The example's predictions with every third entry reworded."""
+    return [{**p, "prediction": f"{p['prediction']} (bob)"} if "prediction" in p and i % 3 == 0 else p
+            for i, p in enumerate(PREDICTIONS)]
+
+
+def publish(gateway: str, *run_ids: str) -> None:
+    """A maintainer clears held runs onto the board."""
+    with client(gateway, "maintainer") as maintainer:
+        for run_id in run_ids:
+            maintainer.review_run(run_id, "clear", "published")
 
 
 def forged_baseline(card: dict, version: str) -> dict:
@@ -291,6 +308,7 @@ def test_the_cherry_pick_flag_counts_a_tokens_runs_whatever_the_model_slug(gatew
              for i, p in enumerate(PREDICTIONS)]
     with client(gateway, "alice") as alice:
         second = alice.evaluate(registered(), other, {**META, "model_slug": "alice-second"})
+    publish(gateway, second["run_id"])
     with client(gateway, "maintainer") as maintainer:
         board = {row["run_id"]: row for row in maintainer.leaderboard(HOLDOUT, all_submissions=True)}
     for run_id in (runs["alice"]["run_id"], second["run_id"]):
@@ -305,10 +323,20 @@ def chrf(card: dict) -> float:
     return card["scores"]["chrf_plus_plus"]
 
 
-def test_a_chrf_hill_climb_stops_at_the_budget_and_is_flagged(gateway, run_card_validator):
+def probing_of_another_token(reasons: list[str], changed: int, token: str) -> None:
+    """The hold's one reason: a near-duplicate of a run another token sent
+    (alice's predictions, or the newest of the other tokens' that sent them again)."""
+    reason, = reasons
+    assert re.fullmatch(rf"probing: its predictions differ from those of run [0-9a-f]{{32}} \(sent by token "
+                        rf"'(?!{token}')[a-z]+', same corpus version\) in {changed} of {len(CORPUS['entries'])} "
+                        rf"entries", reason), reason
+
+
+def test_a_chrf_hill_climb_stops_at_the_budget_and_is_flagged(gateway, runs, run_card_validator):
     """The attack: guess one entry's reference a character at a time, kept
-    when the corpus chrF++ rises. Every accepted submission but the first
-    is a near-duplicate of an earlier one: held for review (off the board),
+    when the corpus chrF++ rises. Every submission is a near-duplicate of an
+    earlier one, the first of alice's run (another token: issue 33), the
+    others of the climber's own: held for review as probing (off the board),
     and the budget stops the climb long before a reference is recovered."""
     target = long_entry()
     alphabet = sorted({char for char in target["reference"].lower() if char.isalpha()})
@@ -338,17 +366,18 @@ def test_a_chrf_hill_climb_stops_at_the_budget_and_is_flagged(gateway, run_card_
     with client(gateway, "maintainer") as maintainer:
         held = {run["run_id"]: run for run in maintainer.held_runs(HOLDOUT)}
         board = {row["run_id"] for row in maintainer.leaderboard(HOLDOUT, all_submissions=True)}
-    probes = [card["run_id"] for card in cards[1:]]
-    assert set(probes) <= set(held) and cards[0]["run_id"] not in held
-    for run_id in probes:
+    probes = [card["run_id"] for card in cards]
+    assert set(probes) <= set(held)
+    probing_of_another_token(held[probes[0]]["reasons"], 1, "climber")
+    for run_id in probes[1:]:
         assert held[run_id]["submitted_by"] == "climber"
         assert held[run_id]["reasons"][0].startswith("probing: its predictions differ from those of run ")
         assert held[run_id]["reasons"][0].endswith(
             f"(same token, same corpus version) in 1 of {len(CORPUS['entries'])} entries")
-    assert not board & set(probes) and cards[0]["run_id"] in board  # no probe is ranked
+    assert not board & set(probes)  # no probe is ranked
 
 
-def test_the_contamination_dictionary_attack_learns_nothing_and_stops_at_the_budget(gateway):
+def test_the_contamination_dictionary_attack_learns_nothing_and_stops_at_the_budget(gateway, runs):
     """The attack: the same predictions, a prompt quoting one guess of an
     entry's reference each time; it worked because a verdict came back iff
     the guess was the reference. Now every answer is the same whatever the
@@ -376,8 +405,9 @@ def test_the_contamination_dictionary_attack_learns_nothing_and_stops_at_the_bud
     with client(gateway, "maintainer") as maintainer:
         held = {run["run_id"]: run for run in maintainer.held_runs(HOLDOUT)}
         stored = maintainer.show(answers[2]["run_id"])
-    assert answers[0]["run_id"] not in held  # a first, clean submission
-    assert all(card["run_id"] in held for card in answers[1:])  # the rest: held, right guess or wrong
+    # Every one held, right guess or wrong; the first as alice's predictions sent again by another token.
+    assert all(card["run_id"] in held for card in answers)
+    probing_of_another_token(held[answers[0]["run_id"]]["reasons"], 0, "dictionary")
     reasons = held[answers[2]["run_id"]]["reasons"]
     assert reasons[0].startswith("contamination: 1 entry found") and reasons[1].startswith("probing:")
     assert held[answers[2]["run_id"]]["contaminated_entries"] == [target["id"]]
@@ -406,6 +436,100 @@ def test_maintainers_clear_or_disqualify_held_runs(gateway, cli, token_files):
     decision = card["integrity"]["review_reasons"][-1]
     assert card["integrity"]["review"] == "cleared" and card["integrity"]["disqualified"] is False
     assert decision.startswith("cleared by token 'maintainer' at ") and decision.endswith(": a fixed typo, not a probe")
+
+
+def reworded(every: int, offset: int, word: str) -> list[dict]:
+    """The example's predictions with every `every`-th entry (from `offset`)
+    ending in `word`: far from any other run (more than the near-duplicate
+    threshold of 3 entries)."""
+    return [{**p, "prediction": f"{p['prediction']} {word}"} if "prediction" in p and i % every == offset else p
+            for i, p in enumerate(PREDICTIONS)]
+
+
+def public_board(gateway: str, name: str) -> list[dict]:
+    with client(gateway, name) as submitter:
+        return submitter.leaderboard(HOLDOUT)
+
+
+def ranked(board: list[dict]) -> list[tuple]:
+    """What a board ranks (its counts of submissions go up with every run, held or not)."""
+    return [(row["rank"], row["run_id"], row["chrf_plus_plus"], row.get("public_score")) for row in board]
+
+
+def test_nothing_a_submitter_reads_tells_a_held_run_from_a_clean_one(gateway, runs, cli, token_files):
+    """Finding 2 (issue 33): three submissions by one token, one of them
+    with a reference in its prompt, got identical answers, but the board
+    listed the two clean ones, and `runs --dataset` listed every token's
+    runs. Now every submission waits for a maintainer as the contaminated
+    one does, the board does not change with any of them, and a submitter
+    lists its own runs only."""
+    before = public_board(gateway, "watcher")
+    target = long_entry()
+    sent = [
+        (reworded(4, 1, "hoy"), META),
+        (reworded(4, 2, "hoy"), {**META, "prompt": f"Translate. Hint: {target['reference']}"}),  # contaminated
+        (reworded(4, 3, "hoy"), META),
+    ]
+    with client(gateway, "watcher") as watcher:
+        answers = [watcher.evaluate(registered(), predictions, meta) for predictions, meta in sent]
+        listed = watcher.runs(HOLDOUT)
+    blocks = [{**card["integrity"], "submissions_with_fingerprint": None} for card in answers]
+    assert blocks[1:] == [blocks[0]] * 2 and blocks[0]["verdict_withheld"] is True
+    assert ranked(public_board(gateway, "watcher")) == ranked(before)  # none of the three, held or not
+    assert {run["run_id"] for run in listed} == {card["run_id"] for card in answers}
+    assert all("review" not in run and "submitted_by" not in run for run in listed)
+    with client(gateway, "maintainer") as maintainer:
+        held = {run["run_id"]: run for run in maintainer.held_runs(HOLDOUT)}
+        everything = maintainer.runs(HOLDOUT)
+    assert {card["run_id"] for card in answers} <= set(held)
+    assert held[answers[0]["run_id"]]["reasons"][0].startswith("pending: nothing found")
+    assert held[answers[1]["run_id"]]["reasons"][0].startswith("contamination: 1 entry found")
+    # The maintainers' view stays whole: every token's runs, with who sent them and their review state.
+    assert {run["submitted_by"] for run in everything} >= {"alice", "bob", "climber", "dictionary", "watcher"}
+    assert {run["review"] for run in everything if run["run_id"] in held} == {"held"}
+    # The command line of the finding: alice lists her own holdout runs, no one else's.
+    mine = json.loads(cli("runs", "--dataset", HOLDOUT, "--json", "--gateway", gateway, "--token-file",
+                          token_files["alice"]).stdout)
+    with client(gateway, "maintainer") as maintainer:
+        alices = {run["run_id"] for run in maintainer.runs(HOLDOUT) if run["submitted_by"] == "alice"}
+    assert mine and {run["run_id"] for run in mine} == alices
+
+
+def test_a_near_duplicate_sent_by_a_second_token_is_held_as_probing(gateway, runs):
+    """Finding 5 (issue 33): alice's predictions with one entry changed,
+    sent by another token, were not held and ranked first on the public
+    board. Now they are held as probing, naming alice's run and token."""
+    target = long_entry()
+    with client(gateway, "second") as second:
+        card = second.evaluate(registered(), with_prediction(target["id"], target["reference"]), META)
+    with client(gateway, "maintainer") as maintainer:
+        held = {run["run_id"]: run for run in maintainer.held_runs(HOLDOUT)}
+        exact = {row["run_id"] for row in maintainer.leaderboard(HOLDOUT, all_submissions=True)}
+    probing_of_another_token(held[card["run_id"]]["reasons"], 1, "second")
+    assert card["run_id"] not in exact
+    assert card["run_id"] not in {row["run_id"] for row in public_board(gateway, "second")}
+
+
+def test_the_public_holdout_board_is_the_ladders(gateway, runs):
+    """A submitter's board of a holdout: the runs that took the Ladder's
+    lead (gateway/card/ladder.py), each with the value it released, rounded
+    to its margin, and no score computed from the references; maintainers
+    keep the exact board. alice's run was published first; bob's, worse,
+    took no step."""
+    rows = [row for row in public_board(gateway, "bob") if not row["floor"]]
+    assert rows and rows[-1]["run_id"] == runs["alice"]["run_id"]
+    assert runs["bob"]["run_id"] not in {row["run_id"] for row in rows}
+    for row in rows:
+        assert row["public_metric"] == "chrf_plus_plus" and row["chrf_plus_plus"] == row["public_score"]
+        assert row["composite_score"] is None and row["corpus_bleu"] is None and row["quality_tier"] is None
+        assert "submitted_by" not in row
+    first = rows[-1]
+    exact = runs["alice"]["scores"]["chrf_plus_plus"]
+    assert abs(first["public_score"] - exact) <= first["ladder_margin"] / 2 + 0.01
+    with client(gateway, "maintainer") as maintainer:
+        board = {row["run_id"]: row for row in maintainer.leaderboard(HOLDOUT, all_submissions=True)}
+    assert board[runs["bob"]["run_id"]]["chrf_plus_plus"] == runs["bob"]["scores"]["chrf_plus_plus"]
+    assert "public_score" not in board[runs["alice"]["run_id"]]
 
 
 # --- 4. Families are never exposed by accident --------------------------------------------

@@ -20,6 +20,7 @@ from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from champollion.apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
 from champollion.apps.launch.embedded import EmbeddedStack
 from champollion.apps.client.upload import collect_run_card, request_parts
+from gateway.card.breakdowns import fewer_than_k_withheld
 from gateway.card.redaction import corpus_level
 from champollion.core.run_card import run_card_from_proto
 from gateway.server.access import answer_view, stored_view
@@ -359,7 +360,13 @@ def test_roles_gold_for_maintainers_and_stored_cards_by_role(guarded_stub, predi
     as_submitter, as_maintainer = read(holdout.run_id, "submitter"), read(holdout.run_id, "maintainer")
     assert as_submitter["entries"] == [] and as_submitter["warnings"][0].startswith("per-entry results withheld")
     assert len(as_maintainer["entries"]) == len(CORPUS["entries"])
-    assert as_submitter["scores"] == {**as_maintainer["scores"], "by_provenance": {}}
+    # The same scores, less provenance and any value of fewer than k entries (issue 33: tier 5 has two).
+    expected = fewer_than_k_withheld({"scores": {**as_maintainer["scores"], "by_provenance": {}},
+                                      "adequacy": as_maintainer["adequacy"], "warnings": []}, "holdout")
+    assert as_submitter["scores"] == expected["scores"] and as_submitter["adequacy"] == expected["adequacy"]
+    assert as_submitter["scores"]["by_difficulty"]["5"]["chrf_plus_plus"] is None
+    assert "5" in as_maintainer["scores"]["confidence_intervals_by_tier"]
+    assert "5" not in as_submitter["scores"]["confidence_intervals_by_tier"]
     assert as_maintainer["scores"]["by_provenance"]
     # Gold is fully private (seed 001 §5.2): its runs are not read by submitters at all.
     with pytest.raises(grpc.RpcError) as unreadable:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Iterable, Sequence
 
@@ -34,6 +35,49 @@ def corpus_version(entries: Iterable[tuple[str, str]]) -> str:
     and metadata do not, since they do not change what a score is measured
     against."""
     return _sha256_of_json(sorted([entry_id, reference] for entry_id, reference in entries))
+
+
+# What a keyed (public) version id hashes, after this label: the corpus id and
+# its content version, so equal references under two ids give two public ids.
+PUBLIC_VERSION_LABEL = b"champollion public corpus version v1\0"
+
+
+def keyed_version(key: bytes, corpus_id: str, version: str) -> str:
+    """The public id of a secret-tier corpus version (docs/store-and-corpora.md,
+    "Versions"): HMAC-SHA-256 under the server's version key of the corpus id
+    and its content `version` (corpus_version). Without the key it cannot be
+    computed from guessed references, so it confirms no guess; the corpus id
+    in the message makes equal references in two corpora give unrelated ids.
+    64 hex digits, as a content hash."""
+    message = PUBLIC_VERSION_LABEL + json.dumps([corpus_id, version], ensure_ascii=False,
+                                                separators=(",", ":")).encode("utf-8")
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def public_fingerprint(inputs: dict, public_version: str) -> str:
+    """The fingerprint a non-maintainer is shown for a run on a secret-tier
+    version: SHA-256 of the card's fingerprint inputs (model slug,
+    temperature, the prompt's SHA-256) with the version's public id in place
+    of its content hash. Runs of one configuration on one version still share
+    it; from a submitter's own prompt and a guessed content hash it is not
+    computable, as the stored fingerprint (run_fingerprint) would be."""
+    return _sha256_of_json({**inputs, "corpus_version": public_version})
+
+
+def with_public_version(card: dict, public_version: str) -> dict:
+    """A copy of the run card (its dataset, fingerprint) as a non-maintainer
+    sees a run on a secret-tier version: dataset.version and the fingerprint
+    inputs' corpus_version are the version's public id, the fingerprint hash
+    public_fingerprint. Nothing else of the card names the content hash."""
+    shown = dict(card)
+    if "dataset" in card:
+        shown["dataset"] = {**card["dataset"], "version": public_version}
+    fingerprint = card.get("fingerprint")
+    if fingerprint:
+        inputs = {**fingerprint.get("inputs", {}), "corpus_version": public_version}
+        shown["fingerprint"] = {**fingerprint, "hash": public_fingerprint(fingerprint.get("inputs", {}), public_version),
+                                "inputs": inputs}
+    return shown
 
 
 def run_fingerprint(

@@ -14,6 +14,13 @@
   (`budget_applies`).
 - Listing runs (ListRuns, Leaderboard): gold corpora's runs are for
   maintainers; who submitted a run and its review state too.
+- Nothing a non-maintainer is sent is a function of fewer than
+  MIN_SHOWN_ENTRIES (k) entries of a secret-tier corpus: a card's groups,
+  intervals and counts below k are null with a warning saying why
+  (gateway/card/breakdowns.py `fewer_than_k_withheld`), a listing's row of
+  a corpus of fewer than k entries has no scores (`listed_row`), and the
+  corpus check's findings that read references or private metadata are
+  the maintainers' (gateway/server/corpora.py `listed_info`).
 """
 from __future__ import annotations
 
@@ -22,11 +29,15 @@ from dataclasses import dataclass
 import grpc
 import structlog
 
-from champollion.core.tiers import SECRET_TIERS, is_secret
+from champollion.core.tiers import SECRET_TIERS, is_secret, tier_of
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
+from champollion.core.columns import SPEC_COLUMNS
+from champollion.core.corpus_rules import RULE
+from gateway.card.breakdowns import MIN_SHOWN_ENTRIES, OWN_SCORE_KEYS, fewer_than_k_withheld
 from gateway.card.compare import DEFAULT_SAMPLES
 from gateway.card.redaction import corpus_level
-from gateway.server.auth import MAINTAINER, MAINTAINER_TIERS, Caller, allows, may_use_tier
+from gateway.server.auth import MAINTAINER, MAINTAINER_TIERS, Caller, allows, current_caller, may_use_tier
+from gateway.store.corpora import shown_version
 
 log = structlog.get_logger()
 
@@ -149,12 +160,71 @@ def check_listing(caller: Caller, registered_tier: str | None, dataset_id: str, 
                                f"{_token(caller)}")
 
 
-def listed_row(caller: Caller, row: dict) -> dict:
+# A listing's columns computed from the corpus's entries (the §9.1 columns read from
+# `scores`, less the run's own timings, and the cost-adjusted composite).
+SCORE_COLUMNS = frozenset({column.name for column in SPEC_COLUMNS if column.path[0] == "scores"} - set(OWN_SCORE_KEYS)
+                          | {"cost_adjusted"})
+
+
+def listed_row(caller: Caller, row: dict, few_entries: bool = False) -> dict:
     """A listing's row as `caller` sees it: without the maintainers' columns
-    for anyone else."""
+    for anyone else, and without scores (null, quality tier `unscored`) when
+    `few_entries`: the run's corpus is secret and has fewer than k entries."""
     if is_maintainer(caller):
         return row
-    return {key: value for key, value in row.items() if key not in MAINTAINER_COLUMNS}
+    shown = {key: value for key, value in row.items() if key not in MAINTAINER_COLUMNS}
+    if few_entries:
+        shown.update({key: None for key in SCORE_COLUMNS if key in shown and key != "quality_tier"})
+        if "quality_tier" in shown:
+            shown["quality_tier"] = "unscored"
+    return shown
+
+
+# --- registered corpora ----------------------------------------------------------
+
+# The corpus check's rules that read only what GetSources gives anyone of a
+# corpus (ids, sources, domains, difficulty tiers) and its size: their findings
+# are listed to anyone who may list the corpus. Every other rule reads the
+# references (untranslated, near-duplicates, dual references, variants) or the
+# private metadata (provenance, licences, reviewers, phenomena): its finding,
+# which names entry ids and counts of a few entries, is the maintainers'.
+PUBLIC_RULES = frozenset({"size_minimum", "size_recommended", "labels", "domain_minimum", "tier_minimum",
+                          "domain_recommended", "tier_recommended", "domain_mix", "tier_mix", "duplicates",
+                          "power", "rotation"})
+assert PUBLIC_RULES <= set(RULE), PUBLIC_RULES - set(RULE)
+WITHHELD_FINDINGS = ("findings about the references and the corpus's private metadata withheld (maintainers "
+                     "only: champollion corpus check ID)")
+
+
+def _public_findings(lines: list[str]) -> list[str]:
+    """`lines` ("rule: finding") less the findings of rules outside
+    PUBLIC_RULES, which become one line saying so (when there were any)."""
+    kept = [line for line in lines if line.partition(":")[0] in PUBLIC_RULES]
+    return kept + ([WITHHELD_FINDINGS] if len(kept) < len(lines) else [])
+
+
+def corpus_info_view(info: dict, maintainer: bool) -> dict:
+    """A registered version's info (the store's corpus_info) as a caller
+    is shown it (ListCorpora, GetSources, the web front's corpus pages):
+    whole for maintainers and for a dev version; for anyone else, on a
+    secret tier, its check and accepted failures without the findings of
+    rules that read references or private metadata (issue 33: "1
+    references equal their source (es-005)" gave a reference away, its
+    source being public) and its version as its public id (shown_version)."""
+    if maintainer or info.get("tier") not in SECRET_TIERS:
+        return info
+    shown = dict(info)
+    # The keyed public id, never the content hash (issue 33: a guess checker).
+    shown["version"] = shown_version(info)
+    if info.get("check"):
+        check = dict(info["check"])
+        for key in ("failures", "advice", "gate_failures"):
+            if key in check:
+                check[key] = _public_findings(list(check[key] or []))
+        shown["check"] = check
+    shown["history"] = [{**span, "accepted_failures": _public_findings(list(span["accepted_failures"]))}
+                        if span.get("accepted_failures") else span for span in info.get("history") or []]
+    return shown
 
 
 # --- run cards -----------------------------------------------------------------
@@ -167,20 +237,28 @@ class CardView:
     entries: bool
 
 
-def _view(card: dict, full: bool) -> CardView:
+def _view(card: dict, full: bool, maintainer: bool) -> CardView:
     if is_secret(card) and not full:
-        return CardView(corpus_level(card), entries=False)
+        level = corpus_level(card)
+        if not maintainer:
+            level = fewer_than_k_withheld(level, tier_of(card), MIN_SHOWN_ENTRIES)
+        return CardView(level, entries=False)
     return CardView(card, entries=True)
 
 
-def answer_view(card: dict) -> CardView:
+def answer_view(card: dict, role: str | None = None) -> CardView:
     """The answer to an evaluation: corpus level for a secret corpus,
     whoever asked (it goes back to the method's platform; maintainers read
-    the whole stored card with GetRun)."""
-    return _view(card, full=False)
+    the whole stored card with GetRun), and for anyone but a maintainer
+    without any value of fewer than k entries. `role`: the caller's
+    (default: the current call's; outside a call the least role)."""
+    role = current_caller().role if role is None else role
+    return _view(card, full=False, maintainer=allows(role, MAINTAINER))
 
 
 def stored_view(card: dict, role: str) -> CardView:
     """A stored run read back (GetRun): whole for maintainers, corpus level
-    for anyone else when the corpus is secret."""
-    return _view(card, full=allows(role, MAINTAINER))
+    and without any value of fewer than k entries for anyone else when the
+    corpus is secret."""
+    maintainer = allows(role, MAINTAINER)
+    return _view(card, full=maintainer, maintainer=maintainer)

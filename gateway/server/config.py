@@ -13,6 +13,9 @@ stack:
     max_in_flight: 16
     max_concurrent_runs: 16         # runs scored at once; more wait in a queue
     max_queued_runs: 48             # runs waiting for a turn; more get RESOURCE_EXHAUSTED
+    upload_idle_seconds: 60         # an upload's longest wait for its next part
+    upload_deadline_seconds: 3600   # ... and for all its parts, in all
+    max_open_uploads: 8             # uploads open at once per token; more get RESOURCE_EXHAUSTED
     max_text_chars: 20000           # per source, reference, prediction, raw_prediction, variant
     store: sqlite:////var/lib/champollion/runs.sqlite   # or postgresql://...; absent: no store
     tls_ca: /etc/champollion/tls/ca.crt  # families over TLS, trusting this CA; absent: plaintext
@@ -22,6 +25,7 @@ stack:
     near_duplicate_entries: 3       # predictions differing from an earlier run's in at most
     near_duplicate_share: 0.05      # max(3, 5% of the entries): a probe, held for review
     floor_runs: true                # score and store every corpus version's floor runs
+    version_key_file: /etc/champollion/version-key  # secret-tier versions' public ids (db version-key new)
 """
 from __future__ import annotations
 
@@ -60,6 +64,19 @@ class GatewayConfig:
     # 20 in 35 s (the semantic family batches across concurrent runs).
     max_concurrent_runs: int = 16
     max_queued_runs: int = 48
+    # Uploads (EvaluateUpload, CompareUpload; gateway.server.admission): the
+    # gateway waits at most `upload_idle_seconds` for each part (the first
+    # too) and `upload_deadline_seconds` for all of them, counting only the
+    # time it waits for the client (not the time it holds the upload back
+    # while batches are scored or the run waits for a turn); past either the
+    # call ends DEADLINE_EXCEEDED naming the setting, the run dropped. A
+    # token may have `max_open_uploads` uploads open at once (an open
+    # gateway's callers count as one); one more gets RESOURCE_EXHAUSTED
+    # before any part is read. An upload takes its run slot only when
+    # scoring starts (its first batch ready), so uploads that idle hold none.
+    upload_idle_seconds: float = 60.0
+    upload_deadline_seconds: float = 3600.0
+    max_open_uploads: int = 8
     # Longest text (characters) of a source, reference, prediction,
     # raw_prediction or variant: per-entry work stays bounded.
     max_text_chars: int = 20_000
@@ -91,6 +108,11 @@ class GatewayConfig:
     # registered or a run is answered on a version without them (needs a
     # store). False: none are made; stored ones still set the baseline tier.
     floor_runs: bool = True
+    # The version key (gateway/store/version_keys.py): the file, made by
+    # `champollion db version-key new`, under which holdout and gold corpus
+    # versions get their public ids. None: $CHAMPOLLION_VERSION_KEY, else a
+    # key file beside a SQLite store, else a key of this process only.
+    version_key_file: str | None = None
 
     def __post_init__(self):
         _check_families(self.families)
@@ -100,6 +122,9 @@ class GatewayConfig:
         _check_count("max_concurrent_runs", self.max_concurrent_runs)
         _check_count("max_queued_runs", self.max_queued_runs, least=0)
         _check_count("max_text_chars", self.max_text_chars)
+        _check_count("max_open_uploads", self.max_open_uploads)
+        _check_seconds("upload_idle_seconds", self.upload_idle_seconds)
+        _check_seconds("upload_deadline_seconds", self.upload_deadline_seconds)
         _check_count("submission_budget", self.submission_budget)
         _check_count("near_duplicate_entries", self.near_duplicate_entries, least=0)
         window = self.submission_window_hours
@@ -115,6 +140,9 @@ class GatewayConfig:
             raise ConfigError(f"deadline_seconds: must be a positive number of seconds, got {deadline!r}")
         if self.tls_ca is not None and (not isinstance(self.tls_ca, str) or not self.tls_ca.strip()):
             raise ConfigError(f"tls_ca: must be the path of a PEM file of CA certificates, got {self.tls_ca!r}")
+        key_file = self.version_key_file
+        if key_file is not None and (not isinstance(key_file, str) or not key_file.strip()):
+            raise ConfigError(f"version_key_file: must be the path of a version key file, got {key_file!r}")
         token_file = self.family_token_file
         if token_file is not None and (not isinstance(token_file, str) or not token_file.strip()):
             raise ConfigError(f"family_token_file: must be the path of a file holding a token, got {token_file!r}")
@@ -221,6 +249,11 @@ def _with_route_codes(family: str, target):
 def _check_count(name: str, value, least: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ConfigError(f"{name}: must be a whole number of at least {least}, got {value!r}")
+
+
+def _check_seconds(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ConfigError(f"{name}: must be a positive number of seconds, got {value!r}")
 
 
 def read_yaml(path: str | Path):

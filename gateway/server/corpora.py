@@ -20,16 +20,19 @@ from google.protobuf import json_format
 
 from champollion.core.analyzers import AnalyzerRegistry
 from champollion.core.cards import CardRegistry, UnknownLanguage
-from champollion.core.corpus_rules import PURPOSES
+from champollion.core.corpus_rules import PURPOSES, RULE
+from champollion.core.tiers import SECRET_TIERS
+from champollion.core.roles import MAINTAINER
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.compare import ComparableRun
 from gateway.card.floor import headroom
 from gateway.corpus_check import PilotRefused, check_corpus, refusal, summary_of
 from gateway.server import auth
+from gateway.server.access import corpus_info_view
 from gateway.server.stored_runs import comparable_from_store
-from gateway.server.validation import InvalidRun, check_entry, check_header
+from gateway.server.validation import InvalidRun, check_dataset_id, check_entry, check_header
 from gateway.store import RunStore, UnknownCorpus
-from gateway.store.corpora import TIERS
+from gateway.store.corpora import MIN_VERSION_PREFIX, TIERS, pick, shown_version
 
 Stored = Callable[[object, Callable[[RunStore], object]], Awaitable]
 # Sources go back in messages of this many entries.
@@ -59,9 +62,14 @@ async def _require_corpus_id(context, corpus_id: str) -> None:
         await _invalid(context, "corpus_id: is required")
 
 
-def info_message(info: dict) -> gateway_pb2.CorpusInfo:
-    """A store's corpus_info as the RPCs send it."""
-    fields = {key: value for key, value in info.items() if key not in ("history", "check")}
+def info_message(info: dict, maintainer: bool = True) -> gateway_pb2.CorpusInfo:
+    """A store's corpus_info as the RPCs send it: `version` is the content
+    hash for a maintainer, else the id the caller may see (the keyed public
+    id of a holdout or gold version: shown_version)."""
+    info = corpus_info_view(info, maintainer)  # access.py: a secret tier's findings about references
+    fields = {key: value for key, value in info.items() if key not in ("history", "check", "public_version")}
+    if not maintainer:
+        fields["version"] = shown_version(info)
     message = gateway_pb2.CorpusInfo(**fields)
     message.history.extend(gateway_pb2.TierSpan(**span) for span in info["history"])
     if info.get("check"):
@@ -150,6 +158,7 @@ async def register_corpus(parts: AsyncIterator, context, cards: CardRegistry, st
     await _check_tier(context, first.tier)
     await authorize(context, "register_corpus", first.tier)
     try:
+        check_dataset_id(header.id, "corpus.id")  # the characters a client-sent corpus's id may use
         languages = check_header(gateway_pb2.EvaluateRequest(corpus=gateway_pb2.Corpus(
             source_lang=header.source_lang, target_lang=header.target_lang)), cards)
         entries = await _entries(first, parts)
@@ -188,7 +197,25 @@ def _keep_stored_spelling(store: RunStore, corpus: dict, cards: CardRegistry) ->
 async def list_corpora(context, stored: Stored) -> gateway_pb2.ListCorporaResponse:
     await authorize(context, "list_corpora", None)
     listed = await stored(context, lambda store: store.list_corpora())
-    return gateway_pb2.ListCorporaResponse(corpora=[info_message(info) for info in listed])
+    maintainer = _is_maintainer(context)
+    return gateway_pb2.ListCorporaResponse(corpora=[info_message(info, maintainer) for info in listed])
+
+
+def _is_maintainer(context) -> bool:
+    return auth.allows(auth.caller_role(context), MAINTAINER)
+
+
+def version_info(store: RunStore, corpus_id: str, version: str | None, maintainer: bool) -> dict:
+    """The corpus_info of the version a request names (store side, off the
+    event loop): for a maintainer as the store resolves it (number, content
+    hash, public id or a prefix); for anyone else a holdout or gold version
+    by its number or public id only (its content hash is unknown to them:
+    naming it must confirm no guessed references), an ambiguity naming only
+    ids they see."""
+    if maintainer or not version or (version.isdigit() and len(version) < MIN_VERSION_PREFIX):
+        return store.corpus_info(corpus_id, version or None)
+    found = pick(store.list_corpora(), corpus_id, version, public_only=True)
+    return store.corpus_info(corpus_id, str(found["number"]))
 
 
 async def _whole(context, stored: Stored, info: dict) -> dict:
@@ -248,7 +275,8 @@ async def check_registered_corpus(request: gateway_pb2.CheckCorpusRequest, conte
 async def get_sources(request: gateway_pb2.GetSourcesRequest, context, stored: Stored):
     """The version's sources in parts, the first with its CorpusInfo."""
     await _require_corpus_id(context, request.corpus_id)
-    info = await stored(context, lambda store: store.corpus_info(request.corpus_id, request.version or None))
+    maintainer = _is_maintainer(context)
+    info = await stored(context, lambda store: version_info(store, request.corpus_id, request.version, maintainer))
     await authorize(context, "read_sources", info["tier"])
     # By its full hash: a version registered meanwhile does not change what is read.
     batches = await stored(context, lambda store: store.corpus_entries(
@@ -258,6 +286,6 @@ async def get_sources(request: gateway_pb2.GetSourcesRequest, context, stored: S
         batch = await stored(context, lambda store: next(batches, None))
         if batch is None:
             return
-        yield gateway_pb2.SourcesPart(corpus=info_message(info) if first else None,
+        yield gateway_pb2.SourcesPart(corpus=info_message(info, maintainer) if first else None,
                                       entries=[source_entry(entry) for entry in batch])
         first = False

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable
 
 from champollion.core.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
@@ -145,10 +145,15 @@ def _batch_entry(entry: gateway_pb2.CorpusEntry, prediction: gateway_pb2.Predict
 
 class RunIntake:
     def __init__(self, first_part: gateway_pb2.EvaluateRequest, cards: CardRegistry, spill: RunSpill,
-                 max_text_chars: int = DEFAULT_MAX_TEXT_CHARS):
+                 max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+                 before_batches: Callable[[], Awaitable[None]] | None = None):
         """Validates the run's header, carried by `first_part`; no text of
-        an entry may be longer than `max_text_chars`."""
+        an entry may be longer than `max_text_chars`. `before_batches` is
+        awaited once, when the first batch is ready and before it is handed
+        on (an upload's turn to be scored: gateway/server/admission.py); the
+        upload is read no further meanwhile, and the batch is kept."""
         self.run: ValidatedRun = check_header(first_part, cards)
+        self._before_batches = before_batches
         self._max_text_chars = max_text_chars
         self.header = gateway_pb2.EvaluateRequest()
         self.header.CopyFrom(first_part)
@@ -160,7 +165,8 @@ class RunIntake:
         self.tally = RunTally(usage=UsageTally(pricing_of(first_part.meta)))
         meta = first_part.meta
         self.contamination = ContaminationCheck.of(
-            meta.prompt if meta.HasField("prompt") else None, coaching_of(meta), meta_texts(meta)
+            meta.prompt if meta.HasField("prompt") else None, coaching_of(meta), meta_texts(meta),
+            glossary=[(term.source, term.target) for term in first_part.glossary],
         )
         self._first_part = first_part
         self._spill = spill
@@ -216,6 +222,7 @@ class RunIntake:
                 )
             self._take(held)
             while len(self._ready) >= batch_size:
+                await self._starting()
                 yield batch_of(self._ready[:batch_size])
                 del self._ready[:batch_size]
             held = part
@@ -223,8 +230,15 @@ class RunIntake:
         self._first_part = None
         self._end_of_upload()
         for start in range(0, len(self._ready), batch_size):
+            await self._starting()
             yield batch_of(self._ready[start:start + batch_size])
         self._ready.clear()
+
+    async def _starting(self) -> None:
+        """Awaits `before_batches` before the first batch goes out (once)."""
+        if self._before_batches is not None:
+            before, self._before_batches = self._before_batches, None
+            await before()
 
     def _take(self, part: gateway_pb2.EvaluateRequest) -> None:
         """Validates a part and readies its entries, in order, each with its

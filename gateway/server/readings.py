@@ -4,19 +4,32 @@ apply the rules of access.py the same way (one implementation). Blocking
 store calls: the gateway runs them in a worker thread."""
 from __future__ import annotations
 
+from collections import OrderedDict
+from datetime import datetime
+from threading import Lock
+
+from gateway.card.compare import ComparableRun
 from gateway.card.floor import FLOOR_SLUG_PREFIX
+from gateway.card.ladder import LADDER_METRIC, Rung, climb
 from gateway.review.campaigns import ReviewCache, with_review
 from gateway.server.access import (
+    MIN_SHOWN_ENTRIES,
     CardView,
     check_listing,
     check_read,
+    corpus_info_view,
     hidden_tiers,
     is_maintainer,
     listed_row,
     stored_view,
 )
-from gateway.server.auth import Caller
-from gateway.store import RunStore
+from gateway.server.auth import Caller, may_use_tier
+from gateway.server.registered import public_card
+from champollion.core.tiers import SECRET_TIERS
+from gateway.store import RunStore, UnknownCorpus
+from gateway.store.corpora import KEYED_TIERS, shown_version
+from gateway.store.leaderboard import ladder_row
+from gateway.store.submissions import reviewed_at
 
 
 def _check_listing(store: RunStore, caller: Caller, dataset_id: str | None, what: str) -> None:
@@ -27,25 +40,111 @@ def _check_listing(store: RunStore, caller: Caller, dataset_id: str | None, what
     check_listing(caller, store.registered_tier(dataset_id), dataset_id, what)
 
 
+def _few_entries(store: RunStore, caller: Caller, rows: list[dict], version: str | None,
+                 tier: str | None) -> list[bool]:
+    """For each of `rows`, whether its corpus is secret (its `corpus_tier`,
+    else `tier`) and has fewer than k entries in its version (its
+    `corpus_version`, else `version`): its scores are then functions of
+    fewer than k entries. All False for maintainers."""
+    if is_maintainer(caller):
+        return [False] * len(rows)
+    sizes: dict[tuple, int | None] = {}
+    found = []
+    for row in rows:
+        key = (row.get("dataset_id"), row.get("corpus_version") or version)
+        if (row.get("corpus_tier") or tier) not in SECRET_TIERS or not key[1]:
+            found.append(False)
+            continue
+        if key not in sizes:
+            try:
+                sizes[key] = store.corpus_info(*key)["entries"]
+            except UnknownCorpus:
+                sizes[key] = None
+        found.append(sizes[key] is not None and sizes[key] < MIN_SHOWN_ENTRIES)
+    return found
+
+
+def _listed(store: RunStore, caller: Caller, rows: list[dict], version: str | None = None,
+            tier: str | None = None) -> list[dict]:
+    few = _few_entries(store, caller, rows, version, tier)
+    return [_with_public_ids(store, caller, listed_row(caller, row, small)) for row, small in zip(rows, few)]
+
+
+def secret_version(store: RunStore, caller: Caller, dataset_id: str | None, version: str | None) -> dict | None:
+    """The registered holdout or gold version (corpus_info) whose public id
+    `caller`, not a maintainer, is shown in place of its content hash
+    (issue 33: the hash confirms guessed references offline); None when the
+    content hash may be shown."""
+    if is_maintainer(caller) or not dataset_id or not version:
+        return None
+    try:
+        info = store.corpus_info(dataset_id, version)
+    except (UnknownCorpus, ValueError):  # not a registered version: a client-sent corpus's hash
+        return None
+    return info if info["tier"] in KEYED_TIERS else None
+
+
+def shown_compared_version(store: RunStore, caller: Caller, version: str) -> str:
+    """Compare's dataset_version as `caller` may see it: a registered holdout
+    or gold version's public id for a non-maintainer, else as it is."""
+    if is_maintainer(caller):
+        return version
+    for info in store.list_corpora():
+        if info["version"] == version and info["tier"] in KEYED_TIERS:
+            return shown_version(info)
+    return version
+
+
+def _with_public_ids(store: RunStore, caller: Caller, row: dict) -> dict:
+    """A listing's row with a secret version's public id and fingerprint."""
+    info = secret_version(store, caller, row.get("dataset_id"), row.get("corpus_version"))
+    if info is None:
+        return row
+    shown = {**row, "corpus_version": shown_version(info)}
+    if "fingerprint_hash" in row:
+        shown["fingerprint_hash"] = None  # hashes the content hash with what the submitter knows
+    return shown
+
+
+def _someone_elses_secret_run(caller: Caller, run: dict) -> bool:
+    """A run of a secret tier (holdout, gold) that `caller` did not submit
+    (the gateway's floor runs excepted): listed to maintainers only, so that
+    a listing tells nobody which runs exist beside the board's (issue 33)."""
+    return (run.get("corpus_tier") in SECRET_TIERS and run.get("floor_kind") is None
+            and (caller.name is None or run.get("submitted_by") != caller.name))
+
+
 def runs_for(store: RunStore, caller: Caller, dataset_id: str | None = None, model_slug: str | None = None,
              limit: int | None = None) -> list[dict]:
     """ListRuns: stored runs newest first, as `caller` may see them; floor
-    runs only when `model_slug` names one (floor:<kind>)."""
+    runs only when `model_slug` names one (floor:<kind>). On a secret tier a
+    non-maintainer sees its own runs only (issue 33)."""
     _check_listing(store, caller, dataset_id, "ListRuns")
-    runs = store.list_runs(dataset_id, model_slug, limit=limit, hidden_tiers=hidden_tiers(caller),
+    own_only = not is_maintainer(caller)
+    runs = store.list_runs(dataset_id, model_slug, limit=None if own_only else limit,
+                           hidden_tiers=hidden_tiers(caller),
                            include_floor=bool(model_slug and model_slug.startswith(FLOOR_SLUG_PREFIX)))
-    return [listed_row(caller, run) for run in runs]
+    if own_only:
+        runs = [run for run in runs if not _someone_elses_secret_run(caller, run)][:limit]
+    return _listed(store, caller, runs)
 
 
 def leaderboard_for(store: RunStore, caller: Caller, dataset_id: str, **options) -> dict:
     """Leaderboard: RunStore.leaderboard's board (`options` are its
-    keywords) with the rows `caller` may see."""
+    keywords) with the rows `caller` may see. A non-maintainer's board of a
+    secret-tier version is the Ladder's (`ladder_board`, issue 33)."""
     _check_listing(store, caller, dataset_id, "Leaderboard")
     board = store.leaderboard(dataset_id, hidden_tiers=hidden_tiers(caller), **options)
+    if not is_maintainer(caller) and _version_tier(store, dataset_id, board["corpus_version"]) in SECRET_TIERS:
+        board = ladder_board(store, caller, dataset_id, board["corpus_version"], options.get("limit"),
+                             options.get("official", False))
     reviews = ReviewCache(store, [row["run_id"] for row in board["rows"]])
     rows = [{**row, "community_review": reviews.label(row["run_id"], row.get("quality_tier"))}
             for row in board["rows"]]
-    return {**board, "rows": [listed_row(caller, row) for row in rows]}
+    info = secret_version(store, caller, dataset_id, board.get("corpus_version"))
+    shown = board if info is None else {**board, "corpus_version": shown_version(info)}
+    return {**shown, "rows": _listed(store, caller, rows, board.get("corpus_version"),
+                                     store.registered_tier(dataset_id))}
 
 
 def run_for(store: RunStore, caller: Caller, run_id: str) -> CardView:
@@ -57,4 +156,99 @@ def run_for(store: RunStore, caller: Caller, run_id: str) -> CardView:
     review = ReviewCache(store, [card["run_id"]]).block(card["run_id"], card["scores"].get("quality_tier"))
     if review is not None:
         card = with_review(card, review)
+    dataset = card.get("dataset") or {}
+    info = secret_version(store, caller, dataset.get("id"), dataset.get("version"))
+    if info is not None:
+        card = public_card(card, info, caller.role)
     return stored_view(card, caller.role)
+
+
+def corpora_for(store: RunStore, caller: Caller) -> list[dict]:
+    """The registered versions `caller` may list (gold: maintainers), as
+    access.corpus_info_view shows them (a secret tier's check findings
+    about references: maintainers only), as ListCorpora does: for the web
+    front's corpus pages."""
+    maintainer = is_maintainer(caller)
+    return [corpus_info_view(info, maintainer) for info in store.list_corpora()
+            if may_use_tier(caller.role, info["tier"])]
+
+
+# --- the public board of a secret tier: the Ladder (issue 33) ------------------------------
+
+def _version_tier(store: RunStore, dataset_id: str, version: str | None) -> str | None:
+    """The registered tier of the board's corpus version (None: not registered)."""
+    if version is None:
+        return None
+    try:
+        return store.corpus_info(dataset_id, version)["tier"]
+    except UnknownCorpus:
+        return None
+
+
+# Stored runs' statistics and the Ladders climbed, kept between board reads
+# (a published run's entries and card change no more; a Ladder is keyed by
+# its runs in order).
+_CACHED = 512
+_runs: OrderedDict[str, tuple[datetime | None, ComparableRun]] = OrderedDict()
+_ladders: OrderedDict[tuple[str, ...], list[Rung]] = OrderedDict()
+_cache_lock = Lock()
+
+
+def _remember(cache: OrderedDict, key, value) -> None:
+    with _cache_lock:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _CACHED:
+            cache.popitem(last=False)
+
+
+def _comparable(store: RunStore, run_id: str) -> tuple[datetime | None, ComparableRun]:
+    """A published run's publication time (when a maintainer cleared it;
+    None: never held) and its per-entry statistics."""
+    with _cache_lock:
+        found = _runs.get(run_id)
+    if found is None:
+        card, entries = store.comparable_stats(run_id)
+        found = (reviewed_at(card), ComparableRun.from_rows(
+            card["dataset"]["version"], card["scores"].get("composite"),
+            (card.get("composite_coverage") or {}).get("weights") or {}, entries))
+        _remember(_runs, run_id, found)
+    return found
+
+
+def ladder_board(store: RunStore, caller: Caller, dataset_id: str, version: str, limit: int | None,
+                 official: bool) -> dict:
+    """The public board of a secret-tier corpus version (gateway/card/ladder.py):
+    every published run (not held, not disqualified; every submission, not
+    one per fingerprint) enters the Ladder in the order it was published
+    (cleared by a maintainer, or stored when it was never held); the rows are
+    the runs that took the lead, newest first, each with the value the
+    Ladder released for it and nothing computed from the references besides.
+    The floor runs follow as on every board. The sort and the submission and
+    disqualified flags do not apply: there is one Ladder."""
+    full = store.leaderboard(dataset_id, version=version, sort=LADDER_METRIC, all_submissions=True,
+                             official=official, hidden_tiers=hidden_tiers(caller))
+    systems = [row for row in full["rows"] if not row.get("floor")]
+    floor = [row for row in full["rows"] if row.get("floor")]
+    entrants = []
+    for row in systems:
+        published, run = _comparable(store, row["run_id"])
+        when = published or datetime.fromisoformat(row["created_at"])
+        entrants.append((when, row["created_at"], row["run_id"], row, run))
+    entrants.sort(key=lambda entrant: entrant[:3])
+    key = tuple(entrant[2] for entrant in entrants)
+    with _cache_lock:
+        rungs = _ladders.get(key)
+    if rungs is None:
+        rungs = climb([entrant[4] for entrant in entrants], list(key))
+        _remember(_ladders, key, rungs)
+    steps = [(entrant[3], rung) for entrant, rung in zip(entrants, rungs) if rung.stepped]
+    # A version of fewer than k entries releases no value at all (its rows' other
+    # columns are nulled as every listing's are, `_listed`).
+    small = store.corpus_info(dataset_id, full["corpus_version"])["entries"] < MIN_SHOWN_ENTRIES
+    rows = [ladder_row(rank, row, LADDER_METRIC, None if small else rung.released, None if small else rung.margin)
+            for rank, (row, rung) in enumerate(reversed(steps), start=1)]
+    if limit is not None:
+        rows = rows[:limit]
+    return {"dataset_id": dataset_id, "corpus_version": full["corpus_version"], "sort": LADDER_METRIC,
+            "descending": True, "ladder": True, "rows": rows + floor}

@@ -23,12 +23,17 @@ import structlog
 from google.protobuf import json_format
 
 from champollion.core.cards import CardRegistry, default_registry
+from champollion.core.roles import MAINTAINER
+from champollion.core.skeleton import identifier_skeleton
 from champollion.core.tiers import SECRET_TIERS
 from champollion.eval.v1 import gateway_pb2
-from gateway.server.auth import may_use_tier
+from gateway.card.identity import with_public_version
+from gateway.server.auth import allows, may_use_tier
+from gateway.server.corpora import version_info
 from gateway.server.stored_runs import GatewayStore, one_line
 from gateway.server.validation import InvalidRun, check_language, check_prediction, header_fields_in
 from gateway.store import InvalidQuery, StoreError, UnknownCorpus
+from gateway.store.corpora import KEYED_TIERS, shown_version
 
 log = structlog.get_logger()
 
@@ -72,6 +77,21 @@ class RegisteredRun:
         warning = check_warning(self.corpus)
         if warning:
             card["warnings"].append(warning)
+
+    def public_card(self, card: dict, role: str) -> dict:
+        """The card as `role` may see its version: a maintainer the content
+        hash the card keeps, anyone else on a holdout or gold corpus its
+        public id (identity.with_public_version). The stored card is not
+        changed: the content hash stays the run's internal identity."""
+        return public_card(card, self.corpus, role)
+
+
+def public_card(card: dict, corpus: dict, role: str) -> dict:
+    """`card` (of a run on the registered version `corpus`, a corpus_info)
+    as `role` may see it: see RegisteredRun.public_card."""
+    if allows(role, MAINTAINER) or corpus["tier"] not in KEYED_TIERS:
+        return card
+    return with_public_version(card, shown_version(corpus))
 
 
 def check_warning(corpus: dict) -> str | None:
@@ -172,7 +192,7 @@ async def _predictions(first_part, later_parts) -> dict[str, tuple[int, gateway_
 
 
 def _refuse_unknown(predictions: dict[str, tuple[int, gateway_pb2.Prediction]], ids: set[str],
-                    corpus: dict) -> None:
+                    corpus: dict, version: str) -> None:
     """INVALID_ARGUMENT naming the predictions (up to UNKNOWN_IDS_SHOWN)
     whose ids the registered version has not: the client's corpus differs."""
     unknown = sorted((index, entry_id) for entry_id, (index, _) in predictions.items() if entry_id not in ids)
@@ -183,7 +203,7 @@ def _refuse_unknown(predictions: dict[str, tuple[int, gateway_pb2.Prediction]], 
     index, entry_id = unknown[0]
     raise InvalidRun(
         f"predictions[{index}].id",
-        f"no entry of registered corpus {corpus['id']!r} version {corpus['number']} ({corpus['version'][:12]}) "
+        f"no entry of registered corpus {corpus['id']!r} version {corpus['number']} ({version[:12]}) "
         f"has this id; {len(unknown)} prediction id{'s' if len(unknown) > 1 else ''} outside it: {shown}{more}",
         entry_id,
     )
@@ -243,7 +263,10 @@ async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: A
         raise CorpusRefused(grpc.StatusCode.UNAVAILABLE, "corpus_ref: this gateway has no run store, so no "
                                                          "registered corpus (start it with --store URL)")
     reference = first_part.corpus_ref
-    corpus = await in_store(store, lambda run_store: run_store.corpus_info(reference.id, reference.version or None))
+    maintainer = allows(role, MAINTAINER)
+    # A non-maintainer names a holdout or gold version by its number or public id only.
+    corpus = await in_store(store, lambda run_store: version_info(run_store, reference.id, reference.version,
+                                                                  maintainer))
     if not may_use_tier(role, corpus["tier"]):
         raise CorpusRefused(grpc.StatusCode.PERMISSION_DENIED,
                             f"corpus_ref: corpus {corpus['id']!r} is {corpus['tier']}: only maintainers may run it")
@@ -252,7 +275,7 @@ async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: A
     predictions = await _predictions(first_part, later_parts)
     # Entry id -> fingerprint: the version's ids, without reading its entries.
     ids = list(await in_store(store, lambda run_store: run_store.entry_fingerprints(corpus["id"], corpus["version"])))
-    _refuse_unknown(predictions, set(ids), corpus)
+    _refuse_unknown(predictions, set(ids), corpus, corpus["version"] if maintainer else shown_version(corpus))
     if corpus["tier"] in SECRET_TIERS:
         _refuse_partial(predictions, ids, corpus)
     log.info("registered_corpus_run", family="gateway", corpus_id=corpus["id"], corpus_number=corpus["number"],
@@ -261,19 +284,33 @@ async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: A
     return RegisteredRun(corpus, _header(first_part, corpus), predictions, ids, store)
 
 
-async def refuse_registered_id(first_part: gateway_pb2.EvaluateRequest, store: GatewayStore | None) -> None:
-    """A corpus the client sends may not take the id of a registered one:
-    its runs would join that corpus's leaderboard beside runs scored on the
-    registered entries. A store that cannot be asked lets the run through
-    (it then cannot be stored on any board either)."""
+async def refuse_registered_id(first_part: gateway_pb2.EvaluateRequest, store: GatewayStore | None,
+                               role: str | None = None) -> None:
+    """A corpus the client sends may not take the id of a registered one,
+    nor one that looks like it (the same confusable skeleton, UTS #39, or
+    the same id case folded: `Test`, `tеst` with a Cyrillic e, `wmt2l` for
+    `wmt21`): its runs would join that corpus's leaderboard beside runs
+    scored on the registered entries, or be listed beside it under a name
+    that reads the same. A look-alike of a gold corpus is named only to a
+    maintainer (`role`; None: not one). A store that cannot be asked lets
+    the run through (it then cannot be stored on any board either)."""
     corpus_id = first_part.corpus.id
     if store is None or not corpus_id:
         return
     try:
-        tier = await store.call(lambda run_store: run_store.registered_tier(corpus_id))
+        registered = await store.call(lambda run_store: run_store.list_corpora())
     except StoreError:
         return
+    tiers = {corpus["id"]: corpus["tier"] for corpus in registered}  # the latest version's, listed last
+    tier = tiers.get(corpus_id)
     if tier is not None:
         raise InvalidRun("corpus.id", f"{corpus_id!r} is the id of a registered ({tier}) corpus: score against it "
                                       f"with corpus_ref (--corpus-id, predictions only), or give this corpus "
                                       f"another id")
+    sent = (identifier_skeleton(corpus_id), corpus_id.casefold())
+    for known, tier in sorted(tiers.items()):
+        if identifier_skeleton(known) in sent or known.casefold() in sent:
+            named = f"registered corpus {known!r}" if role == MAINTAINER or tier != "gold" else "a registered corpus"
+            raise InvalidRun("corpus.id", f"{corpus_id!r} looks like the id of {named} (the same letters once "
+                                          f"look-alike characters and case are folded): give this corpus an id "
+                                          f"that reads differently")

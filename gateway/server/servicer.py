@@ -33,7 +33,7 @@ from gateway.server.access import (
     check_sampling,
     is_maintainer,
 )
-from gateway.server.admission import Admission
+from gateway.server.admission import Admission, AdmissionRefused, DeferredTurn, UploadLimits
 from gateway.server.auth import current_caller
 from gateway.server.config import GatewayConfig
 from gateway.server.evaluation import ScoredRun, evaluate
@@ -42,7 +42,8 @@ from gateway.server.floor import EntryKeeper, FloorCorpus, Floors, apply_tier_ru
 from gateway.card.floor import FLOOR_SLUG_PREFIX
 from champollion.core.degenerate import FLOOR_KINDS
 from gateway.server.intake import RunIntake
-from gateway.server.readings import leaderboard_for, run_for, runs_for
+from gateway.store.version_keys import use_key_file
+from gateway.server.readings import leaderboard_for, run_for, runs_for, shown_compared_version
 from gateway.server.registered import CorpusRefused, refuse_registered_id, registered_run
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
@@ -88,8 +89,14 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._clients: dict[tuple[str, str], FamilyClient] = {}
         self._family_credentials = config.family_credentials()  # None: plaintext
         self._family_metadata = config.family_metadata()  # the gateway's token for families with --auth
+        if config.version_key_file:
+            # The key of secret-tier versions' public ids (gateway/store/version_keys.py), outside the store.
+            use_key_file(config.version_key_file)
         self.store = GatewayStore(config.store) if config.store else None
         self.admission = Admission(config.max_concurrent_runs, config.max_queued_runs)
+        # Uploads: idle and whole-upload limits, and how many a token may have open.
+        self.uploads = UploadLimits(config.upload_idle_seconds, config.upload_deadline_seconds,
+                                    config.max_open_uploads)
         # Budgets are counted one submission at a time (the store's advisory
         # lock covers several gateways on one PostgreSQL database).
         self._admitting = asyncio.Lock()
@@ -123,13 +130,16 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             self.store.close()
 
     async def _score(self, first_part, later_parts, context, spill: RunSpill, on_progress=None,
-                     floors: list | None = None) -> ScoredRun:
+                     floors: list | None = None, turn: DeferredTurn | None = None) -> ScoredRun:
         """Validates and scores a run; aborts the call with INVALID_ARGUMENT
         naming the field and entry on bad input, INTERNAL on a bug. A
         non-maintainer's run on a secret tier is counted against its token's
         budget once its header and predictions are known good, before
         anything is scored. The floor its version lacks, if any, is put in
-        `floors` for the caller to schedule once the run is answered."""
+        `floors` for the caller to schedule once the run is answered. An
+        upload's `turn` is taken when scoring starts: its first batch ready
+        or, on a registered corpus, its predictions all in (before the
+        budget is counted); a run sent whole holds its turn already."""
         started = time.perf_counter()
         caller = current_caller()
         registered = admitted = keeper = None
@@ -142,16 +152,19 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             if registered is not None:
                 first_part, later_parts = registered.header, registered.parts()
             else:
-                await refuse_registered_id(first_part, self.store)
+                await refuse_registered_id(first_part, self.store, caller.role)
                 if self._floor_wanted():
                     # The entries, kept for the version's floor (built from them once the run is answered).
                     keeper = EntryKeeper(first_part)
                     later_parts = keeper.parts(later_parts)
-            intake = RunIntake(first_part, self.cards, spill, self.config.max_text_chars)
+            intake = RunIntake(first_part, self.cards, spill, self.config.max_text_chars,
+                               before_batches=turn.take if turn is not None else None)
             if registered is not None:
                 options = first_part.options
                 check_sampling(caller, registered.tier, options.seed if options.HasField("seed") else None,
                                options.bootstrap_resamples)
+                if turn is not None:  # the upload is in: scoring starts
+                    await turn.take()
                 if budget_applies(caller, registered.tier):
                     async with self._admitting:
                         admitted = await admit(registered, caller, self.config)
@@ -160,7 +173,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                                     expected_entries=registered.corpus["entries"] if registered else 0)
         except InvalidRun as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        except (CorpusRefused, Refused) as error:
+        except (CorpusRefused, Refused, AdmissionRefused) as error:
             await context.abort(error.code, str(error))
         except Exception as error:  # a bug, not bad input: say so, keep serving
             log.exception("evaluate_failed", family="gateway")
@@ -173,6 +186,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         # Stored before the card is sent, so that it can say how many stored
         # runs share its fingerprint.
         await record_run(self.store, scored, caller.name, admitted.submission_id if admitted else None)
+        if registered is not None:  # the answer names a secret version by its public id (issue 33)
+            scored.card = registered.public_card(scored.card, caller.role)
         if floors is not None and self._floor_wanted() and floor_kinds is not None and len(floor_kinds) < len(FLOOR_KINDS):
             floors.append(registered_floor(registered.corpus) if registered is not None
                           else client_floor(scored.card, first_part, keeper) if keeper is not None else None)
@@ -241,17 +256,25 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 yield message
 
     async def EvaluateUpload(self, request_iterator, context):
-        # Admitted before any part is read: a refused upload costs nothing.
-        async with self.admission.turn(context):
-            parts = request_iterator.__aiter__()
-            try:
-                first_part = await parts.__anext__()
-            except StopAsyncIteration:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the upload carried no part")
-            async for message in self._stream(first_part, parts, context):
-                yield message
+        # A gateway already full refuses before any part is read (a refused
+        # upload costs nothing), as does a token with max_open_uploads open;
+        # otherwise the run takes its turn when scoring starts (admission.py).
+        if self.admission.busy():
+            log.warning("run_refused", family="gateway", reason="busy", admitted=self.admission.admitted)
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.admission.refusal())
+        try:
+            async with self.uploads.open(current_caller().name), self.admission.deferred() as turn:
+                parts = self.uploads.watch(request_iterator, context)
+                try:
+                    first_part = await parts.__anext__()
+                except StopAsyncIteration:
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the upload carried no part")
+                async for message in self._stream(first_part, parts, context, turn):
+                    yield message
+        except AdmissionRefused as error:  # too many open, or the first part did not come
+            await context.abort(error.code, str(error))
 
-    async def _stream(self, first_part, later_parts, context):
+    async def _stream(self, first_part, later_parts, context, turn: DeferredTurn | None = None):
         """Progress while scoring (coalesced: the newest counts when the
         client is ready for them), then the run card, then its entries."""
         latest: list[gateway_pb2.EvaluateProgress] = []
@@ -266,7 +289,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
 
         floors: list[FloorCorpus] = []
         with RunSpill() as spill:
-            task = asyncio.ensure_future(self._score(first_part, later_parts, context, spill, on_progress, floors))
+            task = asyncio.ensure_future(self._score(first_part, later_parts, context, spill, on_progress, floors,
+                                                     turn))
             try:
                 while not task.done():
                     waiter = asyncio.ensure_future(changed.wait())
@@ -319,13 +343,22 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             result = await asyncio.to_thread(compare_runs, baseline, system, samples, seed, method)
         except CompareRefused as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        if self.store is not None:  # a secret version by its public id (issue 33)
+            caller, version = current_caller(), result["dataset_version"]
+            result["dataset_version"] = await self._stored(
+                context, lambda store: shown_compared_version(store, caller, version))
         return dict_to_message(result, gateway_pb2.CompareResponse())
 
     async def CompareUpload(self, request_iterator, context):
-        # Comparing needs both cards' statistics at once: the parts are merged.
+        # Comparing needs both cards' statistics at once: the parts are
+        # merged, under the upload limits (admission.py).
         request = gateway_pb2.CompareRequest()
-        async for part in request_iterator:
-            request.MergeFrom(part)
+        try:
+            async with self.uploads.open(current_caller().name):
+                async for part in self.uploads.watch(request_iterator, context):
+                    request.MergeFrom(part)
+        except AdmissionRefused as error:
+            await context.abort(error.code, str(error))
         return await self.Compare(request, context)
 
     async def _comparable(self, card, run_id: str, context) -> ComparableRun:

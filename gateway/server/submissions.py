@@ -6,13 +6,17 @@ references, so each answer is spent from a budget and watched.
   `submission_budget` runs per `submission_window_hours`), counted when the
   run is admitted, before anything is scored; past it, RESOURCE_EXHAUSTED
   saying when a place frees.
-- Near-duplicates: a submission whose predictions differ from one of the
-  same token's earlier ones on the version in only a few entries (or none)
-  probes the references entry by entry: it is held for a maintainer's
-  review, as a run whose prompt or meta contains an entry is.
-- A held run is stored with the reasons and stays off every leaderboard
-  until a maintainer clears or disqualifies it (ReviewRun); the submitter's
-  answer is the same whether it is held or not.
+- Near-duplicates: a submission whose predictions differ from an earlier
+  one on the version in only a few entries (or none), whichever token sent
+  that one (issue 33: a second token is no disguise), probes the references
+  entry by entry: it is held for a maintainer's review, as a run whose
+  prompt or meta contains an entry is.
+- Nothing reveals a hold (issue 33): every submission of a non-maintainer
+  to a secret tier is stored held ("pending"), with the reasons when the
+  checks found something and a line saying nothing was found otherwise,
+  and stays off every leaderboard until a maintainer clears (publishes) or
+  disqualifies it (ReviewRun); the submitter's answer, listing and board
+  are the same whether the checks found something or not.
 
 Who is budgeted is gateway/server/access.py's rule; the counting is the
 store's (gateway/store/submissions.py).
@@ -82,10 +86,18 @@ def _hours(window: timedelta) -> str:
     return f"{hours:g} h"
 
 
+# The reason a submission is held when the checks found nothing: it waits
+# for publication as every other one does, so that a hold tells nothing.
+PENDING_REASON = ("pending: nothing found; held for publication as every submission to a holdout or gold "
+                  "corpus is (a maintainer clears it onto the public board)")
+
+
 def hold_for_review(card: dict, admitted: Admitted | None, total: int) -> None:
-    """Marks a secret-tier run's card held for review when the contamination
-    check found an entry, or when it nearly duplicates an earlier run of the
-    same token: the reasons (stored card only) say which."""
+    """Marks a secret-tier run's card held for review: every submission
+    counted against a budget (`admitted`: a non-maintainer's), and any run
+    whose contamination check found an entry. The reasons (stored card
+    only) say what was found: contamination, a near-duplicate of an earlier
+    run (naming its token: the same or another), or nothing."""
     integrity = card.setdefault("integrity", {"disqualified": False})
     reasons = []
     if integrity.get("disqualified"):
@@ -94,9 +106,16 @@ def hold_for_review(card: dict, admitted: Admitted | None, total: int) -> None:
                        f"(integrity.reasons and contaminated_entries say which and where)")
     if admitted is not None and admitted.near_duplicate_of is not None:
         reasons.append(f"probing: its predictions differ from those of {_earlier(admitted.near_duplicate_of)} "
-                       f"(same token, same corpus version) in {admitted.changed_entries} of {total} entries")
+                       f"({_whose(admitted.near_duplicate_token)}, same corpus version) in "
+                       f"{admitted.changed_entries} of {total} entries")
+    if admitted is not None and not reasons:
+        reasons.append(PENDING_REASON)
     if reasons:
         integrity.update(review=HELD, review_reasons=reasons)
+
+
+def _whose(other_token: str | None) -> str:
+    return "same token" if other_token is None else f"sent by token {other_token!r}"
 
 
 def _earlier(reference: str) -> str:

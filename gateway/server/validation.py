@@ -6,6 +6,8 @@ INVALID_ARGUMENT with a precise message."""
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from dataclasses import dataclass
 
 from google.protobuf import json_format
@@ -62,6 +64,31 @@ def check_id(value: str, field: str) -> None:
         raise InvalidRun(field, "is required")
     if len(value) > MAX_ID_CHARS:
         raise InvalidRun(field, f"an id of {len(value)} characters (at most {MAX_ID_CHARS})", value)
+
+
+# A dataset id (a corpus's, a board's name): ASCII letters, digits, '.',
+# '_' and '-', starting with a letter or digit. So no look-alike letters, no
+# invisible or blank characters, no '/' (an id is a path segment of the web
+# front's boards) and nothing for a shell or a URL to quote.
+DATASET_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+DATASET_ID_RULE = "letters A-Z and a-z, digits, '.', '_' and '-', starting with a letter or a digit"
+
+
+def check_dataset_id(value: str, field: str) -> None:
+    """A dataset id: given, short and of DATASET_ID's characters; InvalidRun
+    naming `field` otherwise (the first character refused, by code point,
+    since it may be invisible)."""
+    if not value:
+        raise InvalidRun(field, "is required")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidRun(field, f"an id of {len(value)} characters (at most {MAX_ID_CHARS})")
+    if DATASET_ID.fullmatch(value):
+        return
+    position, char = next(((index, char) for index, char in enumerate(value)
+                           if not (DATASET_ID.fullmatch(char) or (index and char in "._-"))), (0, value[0]))
+    name = unicodedata.name(char, "unnamed")
+    raise InvalidRun(field, f"{shown(value)}: character {position + 1} is U+{ord(char):04X} {name}; a dataset id "
+                            f"takes {DATASET_ID_RULE}")
 
 
 def _check_term(term, field: str, entry_id: str | None = None) -> None:
@@ -188,6 +215,8 @@ def check_header(request: gateway_pb2.EvaluateRequest, cards: CardRegistry) -> V
     """Everything of a run but its entries and predictions: languages, meta,
     options, glossary. Raises InvalidRun on the first problem found."""
     corpus = request.corpus
+    if corpus.id:
+        check_dataset_id(corpus.id, "corpus.id")
     source = check_language(cards, corpus.source_lang, "corpus.source_lang")
     target = check_language(cards, corpus.target_lang, "corpus.target_lang")
     _validate_meta(request.meta)

@@ -2,6 +2,12 @@
 corpus kept under its content hash and a number per corpus id, each entry's
 content-derived fingerprint, and the secrecy tier with its history.
 
+Versions have two ids (docs/store-and-corpora.md, "Versions"): the content
+hash (`version`, the internal identity: runs compare within it) and the
+public id (`public_version`, identity.keyed_version under the version key,
+gateway/store/version_keys.py), which is what a non-maintainer sees of a
+holdout or gold version and names it by (`shown_version`, `pick`).
+
 Queries on a connection the RunStore hands over, as leaderboard.py's."""
 from __future__ import annotations
 
@@ -9,9 +15,10 @@ from datetime import datetime
 
 from sqlalchemy import Connection, insert, select, text, update
 
-from gateway.card.identity import corpus_version, entry_fingerprint, version_reference
+from gateway.card.identity import corpus_version, entry_fingerprint, keyed_version, version_reference
+from gateway.store import version_keys
 from gateway.store.errors import CheckGateRefused, CorpusConflict, InvalidQuery, UnknownCorpus
-from gateway.store.prefixes import MIN_PREFIX, by_prefix
+from gateway.store.prefixes import MIN_PREFIX, AmbiguousPrefix
 from gateway.store.rows import utc
 from gateway.store.tables import corpora, corpus_entries, corpus_tiers
 
@@ -19,6 +26,8 @@ from gateway.store.tables import corpora, corpus_entries, corpus_tiers
 TIERS = ("dev", "holdout", "gold")
 # Tiers whose runs are on the official leaderboard (§5.2: never dev).
 OFFICIAL_TIERS = ("holdout", "gold")
+# Tiers whose versions a non-maintainer sees by their keyed public id only.
+KEYED_TIERS = ("holdout", "gold")
 # A version named by its hash needs this many leading hex digits (prefixes.py's
 # rule); shorter digit strings are numbers.
 MIN_VERSION_PREFIX = MIN_PREFIX
@@ -136,14 +145,18 @@ def register(connection: Connection, corpus: dict, tier: str, new_version: bool,
              "entry": entry}
             for position, entry in enumerate(entries[start:start + INSERT_BATCH], start=start)])
     connection.execute(insert(corpus_tiers), [_tier_row(corpus_id, version, 0, tier, now, accepted)])
+    refresh_public_versions(connection, _key(connection, create=True))
     row = connection.execute(select(corpora).where(corpora.c.corpus_id == corpus_id,
                                                    corpora.c.version == version)).one()
     return {**info(connection, row), "created": True}
 
 
-def resolve(connection: Connection, corpus_id: str, version: str | None):
+def resolve(connection: Connection, corpus_id: str, version: str | None, public_only: bool = False):
     """The `corpora` row of one version: the latest number when `version` is
-    None, else by number (a short digit string), hash or unique hash prefix."""
+    None, else by number (a short digit string), content hash, public id or
+    a unique prefix of either. `public_only` (a non-maintainer's request): a
+    holdout or gold version is found by its public id only, never by its
+    content hash, so that naming a version confirms no guess."""
     query = select(corpora).where(corpora.c.corpus_id == corpus_id)
     if version is None:
         rows = connection.execute(query.order_by(corpora.c.number.desc()).limit(1)).all()
@@ -153,12 +166,102 @@ def resolve(connection: Connection, corpus_id: str, version: str | None):
         raise InvalidQuery(f"version: {version!r} is neither a version number nor a hash prefix of at least "
                            f"{MIN_VERSION_PREFIX} characters")
     else:
-        found = by_prefix(connection, corpora.c.version, version, f"version: corpus {corpus_id!r} version",
-                          corpora.c.corpus_id == corpus_id)
-        rows = [] if found is None else connection.execute(query.where(corpora.c.version == found)).all()
+        rows = connection.execute(query.order_by(corpora.c.number)).all()
+        if rows:
+            histories = _histories(connection, corpus_id)
+            key = _key(connection)
+            described = [_described(row, histories[(row.corpus_id, row.version)], key) for row in rows]
+            found = pick(described, corpus_id, version, public_only)
+            rows = [row for row in rows if row.version == found["version"]]
     if not rows:
         raise UnknownCorpus(corpus_id, version)
     return rows[0]
+
+
+def shown_version(info: dict) -> str:
+    """The id a non-maintainer sees of a version (corpus_info): its public
+    id on a holdout or gold tier, its content hash on dev (public anyway)."""
+    if info["tier"] in KEYED_TIERS:
+        return info.get("public_version") or ""
+    return info["version"]
+
+
+def pick(infos: list[dict], corpus_id: str, version: str, public_only: bool = False) -> dict:
+    """The one version of `corpus_id` among `infos` (corpus_info dicts) that
+    `version` names: a number, or the whole or a unique prefix (at least
+    MIN_VERSION_PREFIX characters) of its public id or, unless `public_only`
+    holds and the version is holdout or gold, of its content hash.
+    UnknownCorpus, InvalidQuery (malformed) or AmbiguousPrefix otherwise;
+    an ambiguity lists only ids the caller may see."""
+    mine = [info for info in infos if info["id"] == corpus_id]
+    if version.isdigit() and len(version) < MIN_VERSION_PREFIX:
+        found = [info for info in mine if info["number"] == int(version)]
+        if not found:
+            raise UnknownCorpus(corpus_id, version)
+        return found[0]
+    if len(version) < MIN_VERSION_PREFIX:
+        raise InvalidQuery(f"version: {version!r} is neither a version number nor a hash prefix of at least "
+                           f"{MIN_VERSION_PREFIX} characters")
+    wanted = version.lower()
+
+    def names(info: dict) -> list[str]:
+        shown = [info["public_version"]] if info.get("public_version") else []
+        if not public_only or info["tier"] not in KEYED_TIERS:
+            shown.append(info["version"])
+        return shown
+
+    exact = [info for info in mine if wanted in names(info)]
+    if exact:
+        return exact[0]
+    matches = {}
+    for info in mine:
+        for name in names(info):
+            if name.startswith(wanted):
+                matches[info["version"]] = (info, name)
+    if len(matches) > 1:
+        raise AmbiguousPrefix(f"version: corpus {corpus_id!r} version", version,
+                              sorted(name for _, name in matches.values()))
+    if not matches:
+        raise UnknownCorpus(corpus_id, version)
+    return next(iter(matches.values()))[0]
+
+
+def _key(connection: Connection, create: bool = False):
+    return version_keys.key_for(connection.engine.url, create=create)
+
+
+def _public(row, key) -> str | None:
+    """A row's public id: derived under the process's key, unless that key is
+    the process's own random one and the row has one stored already (made by
+    a process with the store's real key)."""
+    if key is not None and (key.persistent or row.public_version is None or row.version_key_id == key.key_id):
+        return keyed_version(key.key, row.corpus_id, row.version)
+    return row.public_version
+
+
+def refresh_public_versions(connection: Connection, key) -> int:
+    """Stores every version's public id under `key` (VersionKey) where it is
+    missing or was derived under another key (a rotation); a process's own
+    random key only fills missing ones. How many rows it changed."""
+    if key is None:
+        return 0
+    stale = corpora.c.public_version.is_(None)
+    if key.persistent:
+        stale = stale | corpora.c.version_key_id.is_(None) | (corpora.c.version_key_id != key.key_id)
+    rows = connection.execute(select(corpora.c.corpus_id, corpora.c.version).where(stale)).all()
+    if not rows:
+        return 0
+    # Cleared first: a unique index would refuse a new id equal to an old one of another row mid-way.
+    for row in rows:
+        connection.execute(update(corpora).where(corpora.c.corpus_id == row.corpus_id,
+                                                 corpora.c.version == row.version)
+                           .values(public_version=None, version_key_id=None))
+    for row in rows:
+        connection.execute(update(corpora).where(corpora.c.corpus_id == row.corpus_id,
+                                                 corpora.c.version == row.version)
+                           .values(public_version=keyed_version(key.key, row.corpus_id, row.version),
+                                   version_key_id=key.key_id))
+    return len(rows)
 
 
 def _histories(connection: Connection, corpus_id: str | None = None) -> dict[tuple[str, str], list[dict]]:
@@ -176,9 +279,11 @@ def _histories(connection: Connection, corpus_id: str | None = None) -> dict[tup
     return histories
 
 
-def _described(row, history: list[dict]) -> dict:
+def _described(row, history: list[dict], key=None) -> dict:
+    """A version as corpus_info gives it: `version` its content hash,
+    `public_version` its keyed id (None while no key derived one)."""
     return {
-        "id": row.corpus_id, "version": row.version, "number": row.number,
+        "id": row.corpus_id, "version": row.version, "public_version": _public(row, key), "number": row.number,
         "tier": history[-1]["tier"], "tier_since": history[-1]["since"],
         "source_lang": row.source_lang, "target_lang": row.target_lang, "entries": row.entries,
         "created_at": utc(row.created_at).isoformat(), "history": history, "check": row.check_summary,
@@ -186,14 +291,15 @@ def _described(row, history: list[dict]) -> dict:
 
 
 def info(connection: Connection, row) -> dict:
-    return _described(row, _histories(connection, row.corpus_id)[(row.corpus_id, row.version)])
+    return _described(row, _histories(connection, row.corpus_id)[(row.corpus_id, row.version)], _key(connection))
 
 
 def list_all(connection: Connection) -> list[dict]:
     """Every registered version, by corpus id and number."""
     histories = _histories(connection)
     rows = connection.execute(select(corpora).order_by(corpora.c.corpus_id, corpora.c.number)).all()
-    return [_described(row, histories[(row.corpus_id, row.version)]) for row in rows]
+    key = _key(connection)
+    return [_described(row, histories[(row.corpus_id, row.version)], key) for row in rows]
 
 
 def set_tier(connection: Connection, corpus_id: str, version: str | None, tier: str, now: datetime,
@@ -214,6 +320,7 @@ def set_tier(connection: Connection, corpus_id: str, version: str | None, tier: 
             raise CheckGateRefused(refusal)
         connection.execute(insert(corpus_tiers), [_tier_row(row.corpus_id, row.version, last.step + 1, tier, now,
                                                             accepted)])
+        refresh_public_versions(connection, _key(connection, create=True))
         if check is not None:
             connection.execute(update(corpora).where(corpora.c.corpus_id == row.corpus_id,
                                                      corpora.c.version == row.version).values(check_summary=check))

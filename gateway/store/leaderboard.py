@@ -59,11 +59,14 @@ def _version(connection: Connection, dataset_id: str, version: str, in_scope) ->
                         f"its versions: {listed or 'none'}")
 
 
-def _known_dataset(connection: Connection, dataset_id: str) -> None:
-    """NothingStored, listing the datasets there are, when no run is on `dataset_id`."""
+def _known_dataset(connection: Connection, dataset_id: str, hidden_tiers: tuple[str, ...] = ()) -> None:
+    """NothingStored, listing the datasets there are, when no run is on
+    `dataset_id`; datasets of `hidden_tiers` (gold, for a submitter) are not
+    named (issue 33: the message listed gold ids to submitters)."""
     if connection.scalar(select(runs.c.run_id).where(runs.c.dataset_id == dataset_id).limit(1)) is not None:
         return
-    known = connection.scalars(select(runs.c.dataset_id).distinct().order_by(runs.c.dataset_id)).all()
+    shown = or_(runs.c.corpus_tier.is_(None), runs.c.corpus_tier.not_in(hidden_tiers)) if hidden_tiers else true()
+    known = connection.scalars(select(runs.c.dataset_id).where(shown).distinct().order_by(runs.c.dataset_id)).all()
     raise NothingStored(f"no stored run is on dataset {dataset_id!r}; datasets: {', '.join(known) or 'none yet'}")
 
 
@@ -116,7 +119,7 @@ def leaderboard(connection: Connection, dataset_id: str, version: str | None, so
                 all_submissions: bool, include_disqualified: bool, limit: int | None, official: bool = False,
                 hidden_tiers: tuple[str, ...] = ()) -> dict:
     sort = sort_column(sort)
-    _known_dataset(connection, dataset_id)
+    _known_dataset(connection, dataset_id, hidden_tiers)
     # The official board (seed 001 §5.2): runs scored against a registered
     # holdout or gold corpus only; dev and unregistered corpora never appear.
     # A run held for review is on no board until a maintainer clears it, and
@@ -199,4 +202,30 @@ def _board_row(rank: int | None, row, submissions: int, token_submissions: int |
         floor=row.floor_kind is not None,
         floor_kind=row.floor_kind,
     )
+    return out
+
+
+# --- the public board of a secret tier (issue 33; gateway/card/ladder.py) -------
+
+# What a public Ladder row leaves out: every value computed from the
+# references (the Ladder's released value stands for them) and the
+# composite-derived cost-adjusted score; costs, latency and speed stay.
+LADDER_HIDDEN = ("composite_score", "quality_tier", "chrf_plus_plus", "exact_match_rate", "fst_acceptance_rate",
+                 "corpus_bleu", "comet_score", "equivalent_match_rate", "semantic_score", "ter", "length_ratio",
+                 "code_switching_rate", "hallucination_rate", "terminology_adherence", "cost_adjusted")
+# The Ladder's values are shown to this many decimals (the margin is coarser).
+LADDER_DECIMALS = 2
+
+
+def ladder_row(rank: int, row: dict, metric: str, released: float | None, margin: float | None) -> dict:
+    """A public board's row for a run that took the Ladder's lead: its
+    metadata, `public_score` (the released value, rounded to the margin it
+    beat; None where nothing is released) in place of every reference-derived
+    value, and that margin."""
+    out = {**row, **{name: None for name in LADDER_HIDDEN if name in row}}
+    out.update(rank=rank, public_score=None if released is None else round(released, LADDER_DECIMALS),
+               public_metric=metric, ladder_margin=None if margin is None else round(margin, LADDER_DECIMALS))
+    column = METRIC_COLUMNS.get(metric, metric)
+    if column in out:
+        out[column] = out["public_score"]  # what the board's columns show (CLI, web)
     return out

@@ -1,8 +1,14 @@
 """Where the store lives: the default URL, URL validation and the engine.
-Messages name the database by its URL with the password hidden."""
+Messages name the database by its URL with the password hidden.
+
+A SQLite store holds gold references: its file is created 0600 and the
+folders made for it 0700, whatever the umask (SQLite gives its -wal and
+-shm files the database file's mode); `exposed_files` names what of an
+existing store other local users may open (`champollion db` warns)."""
 from __future__ import annotations
 
 import os
+import stat
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -55,20 +61,86 @@ def _in_memory(url: URL) -> bool:
 
 
 def open_engine(url: URL) -> Engine:
-    """An engine for a parsed URL; a SQLite file's folder is created."""
+    """An engine for a parsed URL; a SQLite file and its folder are created
+    owner-only."""
     if url.get_backend_name() == "postgresql":
         return create_engine(url, pool_pre_ping=True, connect_args={"connect_timeout": CONNECT_TIMEOUT})
     if _in_memory(url):
         # One connection shared, or every connection would see its own empty database.
         engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
+        path = sqlite_path(url)
         try:
-            Path(url.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            _private_folders(path.parent)
         except OSError as error:
             raise StoreError(f"cannot create the folder of store {redact(url)}: {error.strerror}") from None
+        try:
+            _private_file(path)
+        except OSError as error:
+            raise StoreError(f"cannot create store {redact(url)}: {error.strerror}") from None
         engine = create_engine(url)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def sqlite_path(url: URL) -> Path | None:
+    """The file of a SQLite store (None: PostgreSQL, or in memory)."""
+    if url.get_backend_name() != "sqlite" or _in_memory(url):
+        return None
+    return Path(url.database).expanduser()
+
+
+def _private_folders(folder: Path) -> None:
+    """`folder` and any missing parent made 0700 (os.mkdir's mode is
+    masked by the umask, so it is set again); existing folders untouched."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for made in reversed(missing):
+        try:
+            os.mkdir(made, 0o700)
+        except FileExistsError:
+            continue  # made meanwhile by another process: left as it is
+        os.chmod(made, 0o700)
+
+
+def _private_file(path: Path) -> None:
+    """An empty database file created 0600 (an empty file is an empty
+    SQLite database), unless there is one."""
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    try:
+        os.fchmod(descriptor, 0o600)  # the umask may have taken the owner's bits too
+    finally:
+        os.close(descriptor)
+
+
+def exposed_files(url: URL) -> list[str]:
+    """One line for each of a SQLite store's file, -wal, -shm and folder
+    that other users than its owner may use (any group or other permission
+    bit); empty for PostgreSQL, in memory, or a store not there."""
+    path = sqlite_path(url)
+    if path is None:
+        return []
+    found = []
+    for candidate, kind in ((path, "file"), (Path(f"{path}-wal"), "file"), (Path(f"{path}-shm"), "file"),
+                            (path.parent, "folder")):
+        try:
+            mode = stat.S_IMODE(candidate.stat().st_mode)
+        except OSError:
+            continue
+        if kind == "folder" and mode & stat.S_ISVTX:
+            continue  # a shared folder such as /tmp: its files' modes are what counts
+        if mode & 0o077:
+            private = "700" if kind == "folder" else "600"
+            found.append(f"store {kind} {candidate} has mode {mode:04o}: other users than its owner may "
+                         f"{'open' if kind == 'file' else 'list'} it (chmod {private} {candidate})")
+    return found
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

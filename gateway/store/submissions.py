@@ -8,6 +8,7 @@ Queries on a connection the RunStore hands over, as leaderboard.py's."""
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,13 +32,14 @@ DECISIONS = {"clear": CLEARED, "disqualify": DISQUALIFIED}
 class Budget:
     """How much one token may submit to one secret-tier corpus version:
     `limit` submissions in any `window`; a submission whose predictions
-    differ from one of the token's `history` latest ones (any age) in at
-    most max(`near_entries`, `near_share` of the entries) is a near-duplicate."""
+    differ from one of the version's `history` latest submissions (any age,
+    whichever token sent it: issue 33) in at most max(`near_entries`,
+    `near_share` of the entries) is a near-duplicate."""
     limit: int
     window: timedelta
     near_entries: int
     near_share: float
-    history: int = 20
+    history: int = 1000
 
     def near_threshold(self, entries: int) -> int:
         return max(self.near_entries, math.ceil(self.near_share * entries))
@@ -46,17 +48,20 @@ class Budget:
 @dataclass(frozen=True)
 class Admitted:
     """A submission counted: its id, its place in the window (1 = first),
-    and the earlier run (or submission) it nearly duplicates, if any."""
+    and the earlier run (or submission) it nearly duplicates, if any, with
+    the token that sent that one when it is another (None: the same)."""
     submission_id: str
     used: int
     limit: int
     near_duplicate_of: str | None
     changed_entries: int | None
+    near_duplicate_token: str | None = None
 
 
 def _lock(connection: Connection, key: str) -> None:
-    """Two gateways admitting one token's submissions at once must not both
-    take its last one (a gateway serialises its own, gateway/server)."""
+    """Two gateways admitting submissions to one version at once must not
+    both take a token's last one, nor miss each other's near-duplicates (a
+    gateway serialises its own, gateway/server)."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"submission:{key}"})
 
@@ -70,7 +75,9 @@ def admit(connection: Connection, token: str, corpus_id: str, version: str, dige
     """Counts a submission of `token` to a corpus version whose predictions
     hash to `digests` (HASH_CHARS hex digits per entry, corpus order).
     BudgetSpent when the token's window is full; nothing is recorded then."""
-    _lock(connection, f"{token}\n{version}")
+    # One lock per version, not per token: two tokens' submissions of the same
+    # predictions at once must see each other (probing across tokens).
+    _lock(connection, version)
     mine = (submissions.c.token == token) & (submissions.c.corpus_version == version)
     in_window = connection.execute(
         select(submissions.c.created_at).where(mine, submissions.c.created_at > now - budget.window)
@@ -80,31 +87,41 @@ def admit(connection: Connection, token: str, corpus_id: str, version: str, dige
         leaving = in_window[len(in_window) - budget.limit]
         raise BudgetSpent(len(in_window), budget.limit, utc(leaving) + budget.window)
     entries = len(digests) // HASH_CHARS
-    near, changed = _nearest(connection, mine, digests, entries, budget)
+    # Probing across tokens (issue 33): the same predictions sent by a second
+    # token are as near to the first token's run as they would be to its own.
+    near, changed, near_token = _nearest(connection, submissions.c.corpus_version == version, digests, entries,
+                                         budget)
     submission_id = uuid.uuid4().hex
     connection.execute(insert(submissions), [{
         "submission_id": submission_id, "token": token, "corpus_id": corpus_id, "corpus_version": version,
         "created_at": now, "entries": entries, "prediction_hashes": digests,
         "near_duplicate_of": near, "changed_entries": changed, "run_id": None}])
-    return Admitted(submission_id, len(in_window) + 1, budget.limit, near, changed)
+    return Admitted(submission_id, len(in_window) + 1, budget.limit, near, changed,
+                    near_token if near_token != token else None)
 
 
-def _nearest(connection: Connection, mine, digests: str, entries: int, budget: Budget) -> tuple[str | None, int | None]:
-    """The token's latest submission (of `budget.history`) whose predictions
-    differ from `digests` in the fewest entries, when that is few enough:
-    its run id (else its submission id) and how many entries differ."""
+def _nearest(connection: Connection, on_version, digests: str, entries: int,
+             budget: Budget) -> tuple[str | None, int | None, str | None]:
+    """The version's latest submission (of `budget.history`, any token)
+    whose predictions differ from `digests` in the fewest entries, when that
+    is few enough: its run id (else its submission id), how many entries
+    differ and the token that sent it. One matrix comparison for them all."""
     earlier = connection.execute(
-        select(submissions.c.submission_id, submissions.c.run_id, submissions.c.prediction_hashes)
-        .where(mine, submissions.c.entries == entries)
+        select(submissions.c.submission_id, submissions.c.run_id, submissions.c.prediction_hashes,
+               submissions.c.token)
+        .where(on_version, submissions.c.entries == entries)
         .order_by(submissions.c.created_at.desc()).limit(budget.history)).all()
     if not earlier:
-        return None, None
+        return None, None, None
     new = _hashes(digests)
-    best = min(earlier, key=lambda row: int(np.count_nonzero(_hashes(row.prediction_hashes) != new)))
-    changed = int(np.count_nonzero(_hashes(best.prediction_hashes) != new))
+    matrix = np.vstack([_hashes(row.prediction_hashes) for row in earlier])
+    differing = np.count_nonzero(matrix != new, axis=1)
+    best = int(np.argmin(differing))  # the latest of the nearest: rows are newest first
+    changed = int(differing[best])
     if changed > budget.near_threshold(entries):
-        return None, None
-    return best.run_id or f"submission {best.submission_id}", changed
+        return None, None, None
+    row = earlier[best]
+    return row.run_id or f"submission {row.submission_id}", changed, row.token
 
 
 def attach_run(connection: Connection, submission_id: str, run_id: str) -> None:
@@ -151,6 +168,7 @@ def review(connection: Connection, run_id: str, decision: str, note: str, review
     card = dict(row.run_card)
     integrity = dict(card.get("integrity") or {})
     who = f"token {reviewer!r}" if reviewer else "a maintainer (open gateway)"
+    # The line's time is when the run was published (reviewed_at reads it back).
     integrity["review_reasons"] = [*(integrity.get("review_reasons") or []),
                                    f"{state} by {who} at {now.isoformat()}" + (f": {note}" if note else "")]
     integrity.update(review=state, disqualified=state == DISQUALIFIED)
@@ -160,6 +178,23 @@ def review(connection: Connection, run_id: str, decision: str, note: str, review
     found = connection.execute(select(*(runs.c[name] for name in HELD_COLUMNS), runs.c.run_card,
                                       runs.c.disqualified).where(runs.c.run_id == run_id)).one()
     return _held_row(found)
+
+
+_DECIDED = re.compile(r"^(?:cleared|disqualified) by .*? at (\d{4}-\d\d-\d\dT[0-9:.]+(?:[+-]\d\d:\d\d|Z)?)")
+
+
+def reviewed_at(card: dict) -> datetime | None:
+    """When a maintainer decided on a held run (the time `review` wrote on
+    its last decision line), None for a run never held or still held: a
+    cleared run reaches the public board then (its place in the Ladder)."""
+    integrity = card.get("integrity") or {}
+    if integrity.get("review") not in (CLEARED, DISQUALIFIED):
+        return None
+    for line in reversed(integrity.get("review_reasons") or []):
+        found = _DECIDED.match(line)
+        if found:
+            return utc(datetime.fromisoformat(found.group(1).replace("Z", "+00:00")))
+    return None
 
 
 def token_counts(connection: Connection, dataset_id: str, version: str, tokens: set) -> dict[str, int]:

@@ -116,8 +116,14 @@ corpora = Table(
     # The corpus check when the version entered its tier (migration 0003):
     # gateway/corpus_check summary_of, no entry text. Null: never checked.
     Column("check_summary", JSON_DOCUMENT),
+    # The version's public id (migration 0008): identity.keyed_version under
+    # the version key (gateway/store/version_keys.py, never in the database),
+    # and that key's id; null until a process with a key derived it.
+    Column("public_version", Text),
+    Column("version_key_id", Text),
     UniqueConstraint("corpus_id", "number", name="uq_corpora_number"),
 )
+Index("idx_corpora_public_version", corpora.c.public_version, unique=True)
 
 corpus_entries = Table(
     "corpus_entries", metadata,
@@ -237,3 +243,18 @@ reference_flags = Table(
     Column("campaign_id", Text),  # the campaign it was flagged in
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
+
+# The web front's signed-in sessions (migration 0007; gateway/store/
+# web_sessions.py): keyed by the SHA-256 of the session's random id, ended
+# (signed out, or its token left the tokens file) for every replica at once.
+web_sessions = Table(
+    "web_sessions", metadata,
+    Column("session_sha256", Text, primary_key=True),
+    Column("token_sha256", Text, nullable=False),  # the signed-in token's hash, as in the tokens file
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("ended_at", DateTime(timezone=True)),  # null: in force until expires_at
+    Column("ended_why", Text),  # "signed out", "token removed from the tokens file", ...
+)
+Index("idx_web_sessions_token", web_sessions.c.token_sha256)
+Index("idx_web_sessions_expires", web_sessions.c.expires_at)

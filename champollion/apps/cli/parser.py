@@ -321,6 +321,18 @@ def build_parser() -> argparse.ArgumentParser:
     upgrade = db_commands.add_parser("upgrade", help="apply the store's pending migrations")
     _add_store_options(upgrade, "the store to upgrade", no_store=False)
     upgrade.set_defaults(handler=_run_from("champollion.apps.cli.admin", "cmd_db_upgrade"))
+    version_key = db_commands.add_parser(
+        "version-key", help="the key of secret-tier corpus versions' public ids (kept outside the store)")
+    version_key_commands = version_key.add_subparsers(dest="version_key_command", required=True)
+    for action, action_help in (("new", "make the key file (refused if it exists) and derive the public ids"),
+                                ("rotate", "replace the key and re-derive every public id (old ones stop "
+                                           "resolving)")):
+        key_command = version_key_commands.add_parser(action, help=action_help)
+        key_command.add_argument("--version-key", metavar="FILE",
+                                 help="the key file (default: $CHAMPOLLION_VERSION_KEY, else STORE.version-key "
+                                      "beside a SQLite store)")
+        _add_store_options(key_command, "the store whose public ids to derive", no_store=True)
+        key_command.set_defaults(handler=_run_from("champollion.apps.cli.admin", "cmd_db_version_key"))
 
     corpus = commands.add_parser("corpus", help="registered corpora: register, list, retire, promote, sources; "
                                                  "check (any corpus)")
@@ -388,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
     web.add_argument("--secure-cookie", action="store_true",
                      help="mark cookies Secure (HTTPS ends at a proxy in front of this server)")
+    web.add_argument("--max-body-bytes", type=int, default=64 * 1024, metavar="N",
+                     help="the most bytes a request's body may have (forms, the rating API); a bigger one is "
+                          "refused with 413 before it is read (default 65536)")
     web.add_argument("--log-level", default="INFO")
     web.set_defaults(handler=_run_from("champollion.apps.cli.web", "cmd_web"))
 

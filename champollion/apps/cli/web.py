@@ -39,6 +39,9 @@ def cmd_web(args) -> int:
                        EXIT_INVALID_INPUT)
     if bool(args.tls_cert) != bool(args.tls_key):
         raise CliError("--tls-cert and --tls-key go together: the certificate and its private key", EXIT_INVALID_INPUT)
+    if args.max_body_bytes < 1024:
+        raise CliError(f"--max-body-bytes: at least 1024 (a sign-in form), got {args.max_body_bytes}",
+                       EXIT_INVALID_INPUT)
     import uvicorn
 
     from champollion.apps.web.app import WebSettings, create_app
@@ -46,7 +49,8 @@ def cmd_web(args) -> int:
     from gateway.store import StoreError
 
     settings = WebSettings(store_url=_store_url(args), tokens_file=args.auth, secret=_secret(args),
-                           secure_cookie=bool(args.tls_cert) or args.secure_cookie)
+                           secure_cookie=bool(args.tls_cert) or args.secure_cookie,
+                           max_body_bytes=args.max_body_bytes)
     try:
         app = create_app(settings)
     except ConfigError as error:

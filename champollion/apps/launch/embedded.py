@@ -132,6 +132,9 @@ async def start_stack(
     workers: int | None = None,
     max_text_chars: int | None = None,
     floor_runs: bool = False,
+    upload_idle_seconds: float | None = None,
+    upload_deadline_seconds: float | None = None,
+    max_open_uploads: int | None = None,
 ) -> RunningStack:
     """Every implemented family (or those named) on a free loopback port
     (FAMILY_HOST, whatever `host` says), then the gateway on `host`.
@@ -141,7 +144,9 @@ async def start_stack(
     `family_options` go to every family's factory (`serve`'s languages,
     device, comet_dir: each family takes what it uses); `tokens` and `tls`
     are the gateway's (see start_gateway); `max_text_chars`, the longest
-    text the gateway and the families take (None: the default). Families score in `workers`
+    text the gateway and the families take (None: the default); `upload_idle_seconds`,
+    `upload_deadline_seconds` and `max_open_uploads`, the gateway's upload limits
+    (GatewayConfig; None: the default). Families score in `workers`
     processes (default: one per core; 0 or 1: in threads), one pool shared
     by all families (a core a finished family leaves helps a busy one)."""
     servicers = servicers or {}
@@ -159,10 +164,13 @@ async def start_stack(
         servers.append(server)
         by_family[name] = server
         addresses[name] = f"{FAMILY_HOST}:{port}"
+    uploads = {name: value for name, value in (("upload_idle_seconds", upload_idle_seconds),
+                                               ("upload_deadline_seconds", upload_deadline_seconds),
+                                               ("max_open_uploads", max_open_uploads)) if value is not None}
     # Floor runs: off unless asked (a CLI's embedded gateway ends with its
     # command, before a floor built in the background could be stored).
     config = GatewayConfig(families={**addresses, **(remote_families or {})}, store=store, floor_runs=floor_runs,
-                           **limit)
+                           **limit, **uploads)
     if batch_size:
         config.batch_size = batch_size
     server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}", tokens, tls)

@@ -16,6 +16,7 @@ from champollion.apps.report.model import (
     groups,
     latencies,
     pareto_front,
+    withheld_groups,
 )
 from gateway.card.metrics import CI_METRICS, PERCENT_METRICS
 
@@ -130,8 +131,12 @@ def group_charts(runs: list[Run]) -> list[Figure]:
     the composite by provenance and by domain."""
     found = []
     figure = go.Figure()
+    withheld_notes = set()
     for run in runs:
         by_tier, _ = groups(run, "by_difficulty")
+        names, reason = withheld_groups(run, "by_difficulty")
+        if names:
+            withheld_notes.add(f"no bar for tier {', '.join(names)}: {reason or 'the run card gives no value'}")
         tier_ci = run.scores.get("confidence_intervals_by_tier") or {}
         if not by_tier:
             continue
@@ -146,7 +151,8 @@ def group_charts(runs: list[Run]) -> list[Figure]:
                        error_y={"type": "data", "array": plus, "arrayminus": minus, "visible": True})
     title = "chrF++ by difficulty tier, 95% CI within each tier"
     if figure.data:
-        found.append(_figure("by-difficulty", title, figure, barmode="group"))
+        found.append(_figure("by-difficulty", title, figure, "; ".join(sorted(withheld_notes)) or None,
+                             barmode="group"))
     else:
         found.append(_left_out("by-difficulty", title, "no run card has a by_difficulty breakdown"))
     for key, title in (("by_provenance", "Composite by provenance"), ("by_domain", "Composite by domain")):
@@ -155,6 +161,9 @@ def group_charts(runs: list[Run]) -> list[Figure]:
             found_groups, note = groups(run, key)
             if note:
                 notes.add(note)
+            names, reason = withheld_groups(run, key)
+            if names:
+                notes.add(f"no bar for {len(names)} group(s): {reason or 'the run card gives no value'}")
             if found_groups:
                 names = list(found_groups)
                 figure.add_bar(name=text(run.label), x=[text(name) for name in names],

@@ -83,7 +83,7 @@ def null_reason(card: dict, metric_id: str) -> str | None:
     for warning in warnings:
         if family and f"family '{family}'" in warning:
             return warning
-    return None
+    return next((warning for warning in warnings if WITHHELD_MARK in warning and "every score" in warning), None)
 
 
 @dataclass
@@ -168,6 +168,24 @@ def composite_input_values(run: Run, metric_ids: list[str]) -> dict:
         return run.scores
     gated = gated_statistics(entry_stats(entries), inadequate, metric_ids)
     return {**run.scores, **corpus_values({m: gated[m] for m in metric_ids if m in gated})}
+
+
+# The gateway's reason for values withheld from a non-maintainer's card of a
+# secret-tier corpus (gateway/card/breakdowns.py withheld_reason).
+WITHHELD_MARK = " withheld: on a "
+
+
+def withheld_groups(run: Run, key: str) -> tuple[list[str], str | None]:
+    """The groups of breakdown `key` whose values the card leaves null
+    (a group of too few entries of a secret-tier corpus), and the card's
+    warning saying why (None when it gives none)."""
+    found = run.scores.get(key) or {}
+    names = [name for name, group in found.items()
+             if isinstance(group, dict) and all(group.get(value) is None
+                                                for value in ("chrf_plus_plus", "exact_match_rate", "composite"))]
+    reason = next((warning for warning in run.card.get("warnings") or []
+                   if WITHHELD_MARK in warning and key in warning), None)
+    return names, reason
 
 
 def groups(run: Run, key: str) -> tuple[dict, str | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.routing import Route
@@ -15,8 +16,7 @@ from champollion.apps.report.model import Run, score_rows
 from champollion.apps.report.render import BOARD_COLUMNS, board_rows, render_report
 from champollion.apps.web.rendering import REPORT_CSP, Front, PageError
 from gateway.server.access import check_read, is_maintainer
-from gateway.server.auth import may_use_tier
-from gateway.server.readings import leaderboard_for, run_for, runs_for
+from gateway.server.readings import corpora_for, leaderboard_for, run_for, runs_for
 
 ENTRY_COLUMNS = (("composite", "composite"), ("chrf_plus_plus", "chrF++"), ("semantic_score", "semantic"))
 TRUE = ("1", "true", "yes", "on")
@@ -47,7 +47,7 @@ def routes(front: Front) -> list[Route]:
 
         def read(store):
             runs = runs_for(store, visitor.caller)
-            corpora = [corpus for corpus in store.list_corpora() if may_use_tier(visitor.caller.role, corpus["tier"])]
+            corpora = corpora_for(store, visitor.caller)
             return runs, corpora
 
         runs, corpora = await front.call(read)
@@ -60,7 +60,8 @@ def routes(front: Front) -> list[Route]:
 
     async def signin(request: Request):
         form = await front.form(request)
-        session = front.sessions.sign_in(str(form.get("token", "")))
+        presented = str(form.get("token", ""))
+        session = await run_in_threadpool(front.sessions.sign_in, presented, request.state.session)
         if session is None:
             return front.page(request, "signin.html.j2", status=401, title="Sign in",
                               problem="unknown or expired token")
@@ -70,7 +71,8 @@ def routes(front: Front) -> list[Route]:
 
     async def signout(request: Request):
         await front.form(request)
-        request.state.new_session = front.sessions.new()
+        # Ended in the store: a copy of the cookie is refused on every replica from now on.
+        request.state.new_session = await run_in_threadpool(front.sessions.sign_out, request.state.session)
         return RedirectResponse("/", 303)
 
     async def read_board(request: Request, page: str) -> dict:
@@ -124,7 +126,9 @@ def routes(front: Front) -> list[Route]:
                     mix["domain"][entry.get("domain") or "—"] += 1
                     mix["difficulty"][str(entry.get("difficulty") or "—")] += 1
             flags = store.reference_flags(corpus_id) if is_maintainer(visitor.caller) else None
-            return versions, mix, flags
+            # As ListCorpora shows them: public ids and no reference findings on a secret tier.
+            shown = [info for info in corpora_for(store, visitor.caller) if info["id"] == corpus_id]
+            return shown, mix, flags
 
         versions, mix, flags = await front.call(read)
         return front.page(request, "corpus.html.j2", title=f"Corpus {corpus_id}", corpus_id=corpus_id,

@@ -109,7 +109,8 @@ class Front:
 
     async def form(self, request: Request):
         """A posted form (Starlette's FormData), its CSRF token checked."""
-        form = await request.form()
+        # The body is at most the front's limit by now (limits.py); a form uploads no file.
+        form = await request.form(max_files=0, max_fields=1000)
         self.check_csrf(request, form.get(CSRF_FIELD))
         return form
 
