@@ -21,7 +21,7 @@ from champollion.apps.inputs import build_request, load_corpus, load_glossary, l
 from champollion.apps.launch.embedded import EmbeddedStack
 from champollion.apps.client.upload import collect_run_card, request_parts
 from gateway.card.breakdowns import fewer_than_k_withheld
-from gateway.card.redaction import corpus_level
+from gateway.card.redaction import corpus_level, ladder_only
 from champollion.core.run_card import run_card_from_proto
 from gateway.server.access import answer_view, stored_view
 from gateway.server.registered import UNKNOWN_IDS_SHOWN, registered_run
@@ -360,13 +360,14 @@ def test_roles_gold_for_maintainers_and_stored_cards_by_role(guarded_stub, predi
     as_submitter, as_maintainer = read(holdout.run_id, "submitter"), read(holdout.run_id, "maintainer")
     assert as_submitter["entries"] == [] and as_submitter["warnings"][0].startswith("per-entry results withheld")
     assert len(as_maintainer["entries"]) == len(CORPUS["entries"])
-    # The same scores, less provenance and any value of fewer than k entries (issue 33: tier 5 has two).
-    expected = fewer_than_k_withheld({"scores": {**as_maintainer["scores"], "by_provenance": {}},
-                                      "adequacy": as_maintainer["adequacy"], "warnings": []}, "holdout")
-    assert as_submitter["scores"] == expected["scores"] and as_submitter["adequacy"] == expected["adequacy"]
-    assert as_submitter["scores"]["by_difficulty"]["5"]["chrf_plus_plus"] is None
+    # No score of its own: what the Ladder releases (issue 33: exact answers let a submitter climb the
+    # holdout), the run's size and its speed; the maintainers read everything.
+    assert as_submitter["scores"]["composite"] is None and as_submitter["scores"]["quality_tier"] == "unscored"
+    assert as_submitter["scores"]["chrf_plus_plus"] is None and as_maintainer["scores"]["chrf_plus_plus"] > 0
+    assert as_submitter["scores"]["confidence_intervals"] == {} and as_submitter["adequacy"] is None
+    assert as_submitter["scores"]["total"] == as_maintainer["scores"]["total"] == len(CORPUS["entries"])
+    assert as_submitter["ladder"]["metric"] == "chrf_plus_plus" and as_maintainer["ladder"] is not None
     assert "5" in as_maintainer["scores"]["confidence_intervals_by_tier"]
-    assert "5" not in as_submitter["scores"]["confidence_intervals_by_tier"]
     assert as_maintainer["scores"]["by_provenance"]
     # Gold is fully private (seed 001 §5.2): its runs are not read by submitters at all.
     with pytest.raises(grpc.RpcError) as unreadable:
@@ -406,8 +407,10 @@ def test_corpus_level_form_of_a_card():
     assert redacted["integrity"] == {"disqualified": False, "verdict_withheld": True,
                                      "submissions_with_fingerprint": 3}
     assert not re.search(r"\be1\b|0\.125|12\.5%", json.dumps(redacted))
-    assert answer_view(card).entries is False and stored_view(card, "submitter").card == redacted
-    assert stored_view(card, "maintainer").card is card
+    assert answer_view(card).entries is False and stored_view(card, "maintainer").card is card
+    # Anyone else reads what the Ladder releases in place of the scores (issue 33).
+    assert stored_view(card, "submitter").card == ladder_only(fewer_than_k_withheld(redacted, "holdout"))
+    assert stored_view(card, "submitter").card["scores"]["composite"] is None
     public = {**card, "dataset": {**card["dataset"], "tier": "dev"}}
     assert answer_view(public).card is public and stored_view(public, "submitter").entries
 

@@ -82,3 +82,33 @@ def corpus_level(card: dict) -> dict:
         redacted["scores"] = _corpus_level_scores(card["scores"])
     redacted["entries"] = []
     return redacted
+
+
+# What a submitter's own run still shows on a secret tier once its scores
+# are withheld: its size and its own speed (from the submitter's timings).
+_OWN_SCORES = frozenset({"total", "evaluated", "errors", "tokens_per_second", "entries_per_minute",
+                         "avg_latency_seconds", "median_latency_seconds", "p95_latency_seconds"})
+LADDER_NOTICE = ("scores withheld: on a holdout or gold corpus a run's scores reach anyone but a maintainer only "
+                 "through the public board's Ladder (the `ladder` block: the value the board releases, rounded to "
+                 "the margin a run must beat); exact scores answered to each submission would let a submitter "
+                 "climb the holdout itself")
+
+
+def ladder_only(card: dict) -> dict:
+    """A corpus-level card (corpus_level) as a non-maintainer reads a run of
+    a secret tier: every value computed from the references withheld (null,
+    tier `unscored`, no interval, breakdown or adequacy count), its `ladder`
+    release, size, speed and costs kept (issue 33: a climb on exact
+    answers overfits the holdout, whatever the board shows)."""
+    shown = dict(card)
+    scores = dict(card.get("scores") or {})
+    for key, value in scores.items():
+        if key in _OWN_SCORES:
+            continue
+        scores[key] = {} if isinstance(value, dict) else ("unscored" if key == "quality_tier" else None)
+    shown["scores"] = scores
+    shown["adequacy"] = None
+    # The floor rule's warning quotes the composite's bounds.
+    warnings = [warning for warning in card.get("warnings") or [] if not warning.startswith("quality_tier is baseline")]
+    shown["warnings"] = [*warnings[:1], LADDER_NOTICE, *warnings[1:]]  # after corpus_level's notice
+    return shown

@@ -35,7 +35,7 @@ from champollion.core.columns import SPEC_COLUMNS
 from champollion.core.corpus_rules import RULE
 from gateway.card.breakdowns import MIN_SHOWN_ENTRIES, OWN_SCORE_KEYS, fewer_than_k_withheld
 from gateway.card.compare import DEFAULT_SAMPLES
-from gateway.card.redaction import corpus_level
+from gateway.card.redaction import corpus_level, ladder_only
 from gateway.server.auth import MAINTAINER, MAINTAINER_TIERS, Caller, allows, current_caller, may_use_tier
 from gateway.store.corpora import shown_version
 
@@ -241,7 +241,8 @@ def _view(card: dict, full: bool, maintainer: bool) -> CardView:
     if is_secret(card) and not full:
         level = corpus_level(card)
         if not maintainer:
-            level = fewer_than_k_withheld(level, tier_of(card), MIN_SHOWN_ENTRIES)
+            # Only the Ladder's release (issue 33); fewer_than_k_withheld keeps what is left (sizes) honest.
+            level = ladder_only(fewer_than_k_withheld(level, tier_of(card), MIN_SHOWN_ENTRIES))
         return CardView(level, entries=False)
     return CardView(card, entries=True)
 

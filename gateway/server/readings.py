@@ -27,8 +27,9 @@ from gateway.server.auth import Caller, may_use_tier
 from gateway.server.registered import public_card
 from champollion.core.tiers import SECRET_TIERS
 from gateway.store import RunStore, UnknownCorpus
+from gateway.store.errors import NothingStored
 from gateway.store.corpora import KEYED_TIERS, shown_version
-from gateway.store.leaderboard import ladder_row
+from gateway.store.leaderboard import LADDER_DECIMALS, ladder_row
 from gateway.store.submissions import reviewed_at
 
 
@@ -65,8 +66,14 @@ def _few_entries(store: RunStore, caller: Caller, rows: list[dict], version: str
 
 
 def _listed(store: RunStore, caller: Caller, rows: list[dict], version: str | None = None,
-            tier: str | None = None) -> list[dict]:
+            tier: str | None = None, ladder_only: bool = False) -> list[dict]:
+    """The rows as `caller` sees them; `ladder_only`: a secret tier's runs
+    (the gateway's floor runs aside) without their scores, which reach a
+    non-maintainer only through the board's Ladder (issue 33)."""
     few = _few_entries(store, caller, rows, version, tier)
+    if ladder_only:
+        few = [small or (row.get("corpus_tier") in SECRET_TIERS and row.get("floor_kind") is None)
+               for small, row in zip(few, rows)]
     return [_with_public_ids(store, caller, listed_row(caller, row, small)) for row, small in zip(rows, few)]
 
 
@@ -126,7 +133,7 @@ def runs_for(store: RunStore, caller: Caller, dataset_id: str | None = None, mod
                            include_floor=bool(model_slug and model_slug.startswith(FLOOR_SLUG_PREFIX)))
     if own_only:
         runs = [run for run in runs if not _someone_elses_secret_run(caller, run)][:limit]
-    return _listed(store, caller, runs)
+    return _listed(store, caller, runs, ladder_only=True)
 
 
 def leaderboard_for(store: RunStore, caller: Caller, dataset_id: str, **options) -> dict:
@@ -216,22 +223,13 @@ def _comparable(store: RunStore, run_id: str) -> tuple[datetime | None, Comparab
     return found
 
 
-def ladder_board(store: RunStore, caller: Caller, dataset_id: str, version: str, limit: int | None,
-                 official: bool) -> dict:
-    """The public board of a secret-tier corpus version (gateway/card/ladder.py):
-    every published run (not held, not disqualified; every submission, not
-    one per fingerprint) enters the Ladder in the order it was published
-    (cleared by a maintainer, or stored when it was never held); the rows are
-    the runs that took the lead, newest first, each with the value the
-    Ladder released for it and nothing computed from the references besides.
-    The floor runs follow as on every board. The sort and the submission and
-    disqualified flags do not apply: there is one Ladder."""
+def _published_ladder(store: RunStore, caller: Caller, dataset_id: str, version: str, official: bool = False):
+    """(the store's full board, the published runs in publication order as
+    (when, created_at, run_id, row, ComparableRun), their Rungs)."""
     full = store.leaderboard(dataset_id, version=version, sort=LADDER_METRIC, all_submissions=True,
                              official=official, hidden_tiers=hidden_tiers(caller))
-    systems = [row for row in full["rows"] if not row.get("floor")]
-    floor = [row for row in full["rows"] if row.get("floor")]
     entrants = []
-    for row in systems:
+    for row in (row for row in full["rows"] if not row.get("floor")):
         published, run = _comparable(store, row["run_id"])
         when = published or datetime.fromisoformat(row["created_at"])
         entrants.append((when, row["created_at"], row["run_id"], row, run))
@@ -242,6 +240,42 @@ def ladder_board(store: RunStore, caller: Caller, dataset_id: str, version: str,
     if rungs is None:
         rungs = climb([entrant[4] for entrant in entrants], list(key))
         _remember(_ladders, key, rungs)
+    return full, entrants, rungs
+
+
+def ladder_release(store: RunStore, caller: Caller, dataset_id: str, version: str, run_id: str,
+                   rows: list[tuple[str, dict]]) -> dict:
+    """What the Ladder releases to a non-maintainer about a new run on a
+    secret-tier version, in place of its scores (redaction.ladder_only): the
+    Rung it gets entering the Ladder after the version's published runs, as
+    if it were published next. `rows`: (entry id, {LADDER_METRIC:
+    statistics}) per entry. A version of fewer than k entries releases no
+    value. Each call climbs the published runs again from their cached
+    Rungs' order (one paired bootstrap per published run)."""
+    try:
+        _, entrants, _ = _published_ladder(store, caller, dataset_id, version)
+    except NothingStored:  # the version's first run: nothing published yet
+        entrants = []
+    run = ComparableRun.from_rows(version, None, {}, rows)
+    rung = climb([*(entrant[4] for entrant in entrants), run], [*(entrant[2] for entrant in entrants), run_id])[-1]
+    small = store.corpus_info(dataset_id, version)["entries"] < MIN_SHOWN_ENTRIES
+    released = None if small or rung.released is None else round(rung.released, LADDER_DECIMALS)
+    margin = None if small or rung.margin is None else round(rung.margin, LADDER_DECIMALS)
+    return {"metric": LADDER_METRIC, "released": released, "stepped": rung.stepped, "margin": margin}
+
+
+def ladder_board(store: RunStore, caller: Caller, dataset_id: str, version: str, limit: int | None,
+                 official: bool) -> dict:
+    """The public board of a secret-tier corpus version (gateway/card/ladder.py):
+    every published run (not held, not disqualified; every submission, not
+    one per fingerprint) enters the Ladder in the order it was published
+    (cleared by a maintainer, or stored when it was never held); the rows are
+    the runs that took the lead, newest first, each with the value the
+    Ladder released for it and nothing computed from the references besides.
+    The floor runs follow as on every board. The sort and the submission and
+    disqualified flags do not apply: there is one Ladder."""
+    full, entrants, rungs = _published_ladder(store, caller, dataset_id, version, official)
+    floor = [row for row in full["rows"] if row.get("floor")]
     steps = [(entrant[3], rung) for entrant, rung in zip(entrants, rungs) if rung.stepped]
     # A version of fewer than k entries releases no value at all (its rows' other
     # columns are nulled as every listing's are, `_listed`).

@@ -43,7 +43,8 @@ from gateway.card.floor import FLOOR_SLUG_PREFIX
 from champollion.core.degenerate import FLOOR_KINDS
 from gateway.server.intake import RunIntake
 from gateway.store.version_keys import use_key_file
-from gateway.server.readings import leaderboard_for, run_for, runs_for, shown_compared_version
+from gateway.card.ladder import LADDER_METRIC
+from gateway.server.readings import ladder_release, leaderboard_for, run_for, runs_for, shown_compared_version
 from gateway.server.registered import CorpusRefused, refuse_registered_id, registered_run
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
@@ -182,6 +183,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             registered.label(scored.card)
             if registered.tier in SECRET_TIERS:
                 hold_for_review(scored.card, admitted, scored.card["scores"]["total"])
+                if not is_maintainer(caller) and self.store is not None:
+                    # What the caller's answer and reads of this run show in place of its scores.
+                    scored.card["ladder"] = await self._ladder_release(scored, caller)
         floor_kinds = await self._floor_rule(scored.card)
         # Stored before the card is sent, so that it can say how many stored
         # runs share its fingerprint.
@@ -201,6 +205,19 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             spill_bytes=spill.size_bytes(),
         )
         return scored
+
+    async def _ladder_release(self, scored: ScoredRun, caller) -> dict | None:
+        """The Ladder's release for a run on a secret tier (readings.ladder_release)."""
+        card = scored.card
+        rows = [(entry.id, {LADDER_METRIC: list(entry.stats[LADDER_METRIC].values)})
+                for batch in scored.entry_results() for entry in batch if LADDER_METRIC in entry.stats]
+        if not rows:
+            return None
+        try:
+            return await self.store.call(lambda store: ladder_release(
+                store, caller, card["dataset"]["id"], card["dataset"]["version"], card["run_id"], rows))
+        except StoreError:
+            return None
 
     def _floor_wanted(self) -> bool:
         return self.config.floor_runs and self.store is not None
