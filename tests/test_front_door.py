@@ -487,3 +487,18 @@ def test_a_closed_pipe_ends_quietly(stack, tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout == "{\n"
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr
+
+
+def test_the_summary_says_what_the_gates_refused_and_what_the_ladder_releases():
+    """A submitter's holdout run has no score of its own: the summary says what
+    the public board's Ladder releases; the adequacy line counts each gate."""
+    card = {"scores": {"composite": None, "quality_tier": "unscored", "confidence_intervals": {}},
+            "composite_coverage": {"profile": "B", "weights": {}, "missing": []}, "warnings": [],
+            "adequacy": {"rate": 0.5, "entries": 4, "inadequate": 2, "gates": {"empty": 1, "copy": 1, "length": 0},
+                         "signature": "gates:..."},
+            "ladder": {"metric": "chrf_plus_plus", "released": 54.25, "stepped": False, "margin": 1.5}}
+    lines = card_summary(card, Style(io.StringIO()))
+    assert "adequacy 0.5000 · 2 of 4 outputs are not translations of their source (empty 1, copy 1): they enter the " \
+           "composite at their worst" in lines
+    assert "public board (Ladder, chrf_plus_plus): 54.25 (margin 1.50) · this run does not beat the leader by the " \
+           "margin" in lines

@@ -120,6 +120,19 @@ def _adequacy_line(card: dict) -> str | None:
             f"source ({gates}): they enter the composite at their worst")
 
 
+def _ladder_line(card: dict) -> str | None:
+    """What the public board's Ladder releases about a holdout or gold run
+    (a non-maintainer's only score of it: docs/integrity-and-access.md)."""
+    ladder = card.get("ladder")
+    if not ladder:
+        return None
+    released = "-" if ladder.get("released") is None else value_text(ladder["metric"], ladder["released"])
+    margin = "" if ladder.get("margin") is None else f" (margin {value_text(ladder['metric'], ladder['margin'])})"
+    outcome = ("this run takes the lead once published" if ladder.get("stepped") else
+               "this run does not beat the leader by the margin")
+    return f"public board (Ladder, {ladder['metric']}): {released}{margin} · {outcome}"
+
+
 def card_summary(card: dict, style: Style, warnings_shown: int = WARNINGS_SHOWN) -> list[str]:
     """A run card in at most about 40 lines: the run, each metric with a
     value (value, 95% CI, signature), the metrics without one, composite,
@@ -153,9 +166,9 @@ def card_summary(card: dict, style: Style, warnings_shown: int = WARNINGS_SHOWN)
                      f"not requested: {len(not_requested)} other metrics (see `--metrics`)")
     if null:
         lines.append(f"null: {', '.join(null)} (see warnings)")
-    adequacy = _adequacy_line(card)
-    if adequacy:
-        lines.append(adequacy)
+    for line in (_adequacy_line(card), _ladder_line(card)):
+        if line:
+            lines.append(line)
     lines.append(style.bold(_composite_line(card)))
     lines += warning_lines(card.get("warnings") or [], style, warnings_shown)
     return lines
