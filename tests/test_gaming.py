@@ -740,3 +740,26 @@ def test_a_family_deployed_apart_asks_for_the_gateways_token(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+def test_maintainers_publish_every_pending_run_at_once(gateway, cli, token_files):
+    """`review clear --pending`: every run held with nothing found (held only
+    so that a hold tells nothing) is published in one command, oldest first;
+    the runs held for a finding stay for review. Last in this module: it
+    publishes what the tests above left pending."""
+    from champollion.apps.cli.review import PENDING_PREFIX
+    from gateway.server.submissions import PENDING_REASON
+
+    assert PENDING_REASON.startswith(PENDING_PREFIX)
+    maintainer = ("--gateway", gateway, "--token-file", token_files["maintainer"])
+    held = json.loads(cli("review", "list", "--dataset", HOLDOUT, "--json", *maintainer).stdout)
+    pending = {run["run_id"] for run in held if all(reason.startswith(PENDING_PREFIX) for reason in run["reasons"])}
+    assert pending and len(pending) < len(held), held
+    both = cli("review", "clear", "--pending", held[0]["run_id"], *maintainer)
+    assert both.exit_code == 2 and "not both" in both.stderr
+    published = cli("review", "clear", "--pending", "--dataset", HOLDOUT, *maintainer)
+    assert published.exit_code == 0, published.stderr
+    assert f"{len(pending)} pending runs published; {len(held) - len(pending)} held runs with findings" in \
+        published.stderr
+    left = json.loads(cli("review", "list", "--dataset", HOLDOUT, "--json", *maintainer).stdout)
+    assert {run["run_id"] for run in left} == {run["run_id"] for run in held} - pending

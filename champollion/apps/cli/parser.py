@@ -452,7 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
     held.add_argument("--dataset", help="only runs on this corpus id")
     for decision in ("clear", "disqualify"):
         decide = review_commands.add_parser(decision, help=f"{decision} a held run")
-        decide.add_argument("run_id")
+        if decision == "clear":
+            decide.add_argument("run_id", nargs="?", help="the run (or use --pending)")
+            decide.add_argument("--pending", action="store_true",
+                                help="publish every run held with nothing found (optionally --dataset), oldest first")
+            decide.add_argument("--dataset", help="with --pending: only runs on this corpus id")
+        else:
+            decide.add_argument("run_id")
         decide.add_argument("--note", default="", help="why (kept in the stored run card)")
         decide.set_defaults(handler=_run_from("champollion.apps.cli.review", "cmd_review_decide"),
                             decision=decision)

@@ -8,7 +8,7 @@ import sys
 
 from tabulate import tabulate
 
-from champollion.apps.cli.common import reading_client, write_json
+from champollion.apps.cli.common import EXIT_INVALID_INPUT, CliError, reading_client, write_json
 
 
 def cmd_review_list(args) -> int:
@@ -25,10 +25,31 @@ def cmd_review_list(args) -> int:
     return 0
 
 
+# How the gateway begins the one reason of a run held with nothing found, only
+# because every secret-tier submission waits for publication
+# (gateway/server/submissions.py PENDING_REASON; tests/test_gaming.py holds them together).
+PENDING_PREFIX = "pending: nothing found"
+
+
 def cmd_review_decide(args) -> int:
+    pending = getattr(args, "pending", False)
+    if pending == bool(args.run_id):
+        raise CliError("give a run id or --pending (every run held with nothing found), not both",
+                       EXIT_INVALID_INPUT)
+    if getattr(args, "dataset", None) and not pending:
+        raise CliError("--dataset goes with --pending", EXIT_INVALID_INPUT)
     with reading_client(args) as client:
-        run = client.review_run(args.run_id, args.decision, args.note)
-    print(f"run {run['run_id']} is {run['review']}", file=sys.stderr)
+        if not pending:
+            run = client.review_run(args.run_id, args.decision, args.note)
+            print(f"run {run['run_id']} is {run['review']}", file=sys.stderr)
+            return 0
+        # A batch, published oldest first: the Ladder takes runs in the order they are cleared.
+        held = sorted(client.held_runs(args.dataset), key=lambda run: run["created_at"])
+        batch = [run for run in held if run["reasons"] and all(r.startswith(PENDING_PREFIX) for r in run["reasons"])]
+        for run in batch:
+            client.review_run(run["run_id"], args.decision, args.note)
+    print(f"{len(batch)} pending runs published; {len(held) - len(batch)} held runs with findings left for review",
+          file=sys.stderr)
     return 0
 
 
