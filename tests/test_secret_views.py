@@ -302,3 +302,17 @@ def test_corpus_list_prints_the_withheld_findings_as_such(cli, gateway, tmp_path
     listed = json.loads(cli("corpus", "list", "--json", "--gateway", gateway, "--token-file", token).stdout)
     secret = [info for info in listed if info["tier"] != "dev"]
     assert secret and not any(ENTRY_ID.search(text) for info in secret for text in _info_texts(info))
+
+
+def test_k_is_the_corpus_rules_minimum_unless_the_deployment_sets_it(monkeypatch):
+    from gateway.card.breakdowns import MIN_SHOWN_ENV, min_shown_entries
+    from gateway.server.config import ConfigError, GatewayConfig
+
+    monkeypatch.delenv(MIN_SHOWN_ENV, raising=False)
+    assert min_shown_entries() == K == 10
+    monkeypatch.setenv(MIN_SHOWN_ENV, "25")
+    assert min_shown_entries() == 25
+    for wrong in ("0", "ten", "-3", "2.5"):
+        monkeypatch.setenv(MIN_SHOWN_ENV, wrong)
+        with pytest.raises(ConfigError, match=MIN_SHOWN_ENV):
+            GatewayConfig(families={})

@@ -93,3 +93,23 @@ def test_db_warns_about_a_store_others_may_read(tmp_path, capsys, permissive_uma
 def test_memory_and_postgresql_stores_have_no_files():
     assert exposed_files(parse_store_url("sqlite://")) == []
     assert exposed_files(parse_store_url("postgresql://user:secret@db.example/champollion")) == []
+
+
+def test_a_short_password_is_hidden_without_mangling_the_message():
+    """`db upgrade` against an unreachable PostgreSQL with password `p` used to
+    print `***ort 59432 failed`: every "p" of the message was masked."""
+    from sqlalchemy import exc
+    from sqlalchemy.engine import make_url
+
+    from gateway.store.errors import StoreError
+    from gateway.store.location import database_errors
+
+    url = make_url("postgresql+psycopg://user:p@127.0.0.1:59432/db")
+    refused = exc.DBAPIError("SELECT 1", {}, Exception(
+        'connection to server at "127.0.0.1", port 59432 failed: password p was refused for user "user"'))
+    with pytest.raises(StoreError) as raised:
+        with database_errors(url):
+            raise refused
+    message = str(raised.value)
+    assert "port 59432 failed: password *** was refused" in message
+    assert " p " not in message and "***ort" not in message

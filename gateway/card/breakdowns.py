@@ -2,6 +2,7 @@
 confidence intervals, and corpus-size warnings (seed 001 §6.3)."""
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 
@@ -98,6 +99,20 @@ def tier_intervals(difficulties: list[str | None], stats: dict[str, np.ndarray],
 # holdout or gold corpus (docs/integrity-and-access.md, "Nothing about fewer
 # than k entries"): the corpus rules' minimum per group, one number.
 MIN_SHOWN_ENTRIES = MIN_PER_GROUP
+# A deployment may raise or lower it for the gateway and the web front alike
+# (they read the same store, not the same configuration file).
+MIN_SHOWN_ENV = "CHAMPOLLION_MIN_GROUP_ENTRIES"
+
+
+def min_shown_entries() -> int:
+    """k: MIN_SHOWN_ENTRIES, or the whole number ($MIN_SHOWN_ENV) a
+    deployment sets; ValueError naming the variable for anything else."""
+    text = os.environ.get(MIN_SHOWN_ENV, "").strip()
+    if not text:
+        return MIN_SHOWN_ENTRIES
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{MIN_SHOWN_ENV}: must be a whole number of entries, 1 or more, got {text!r}")
+    return int(text)
 # The values of a group (GroupScores) that are computed from its entries; `n` is not (a
 # difficulty tier's size is public with the sources).
 GROUP_VALUES = ("chrf_plus_plus", "exact_match_rate", "composite")

@@ -15,7 +15,7 @@
 - Listing runs (ListRuns, Leaderboard): gold corpora's runs are for
   maintainers; who submitted a run and its review state too.
 - Nothing a non-maintainer is sent is a function of fewer than
-  MIN_SHOWN_ENTRIES (k) entries of a secret-tier corpus: a card's groups,
+  min_shown_entries() (k) entries of a secret-tier corpus: a card's groups,
   intervals and counts below k are null with a warning saying why
   (gateway/card/breakdowns.py `fewer_than_k_withheld`), a listing's row of
   a corpus of fewer than k entries has no scores (`listed_row`), and the
@@ -33,7 +33,7 @@ from champollion.core.tiers import SECRET_TIERS, is_secret, tier_of
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from champollion.core.columns import SPEC_COLUMNS
 from champollion.core.corpus_rules import RULE
-from gateway.card.breakdowns import MIN_SHOWN_ENTRIES, OWN_SCORE_KEYS, fewer_than_k_withheld
+from gateway.card.breakdowns import OWN_SCORE_KEYS, fewer_than_k_withheld, min_shown_entries
 from gateway.card.compare import DEFAULT_SAMPLES
 from gateway.card.redaction import corpus_level, ladder_only
 from gateway.server.auth import MAINTAINER, MAINTAINER_TIERS, Caller, allows, current_caller, may_use_tier
@@ -242,7 +242,7 @@ def _view(card: dict, full: bool, maintainer: bool) -> CardView:
         level = corpus_level(card)
         if not maintainer:
             # Only the Ladder's release (issue 33); fewer_than_k_withheld keeps what is left (sizes) honest.
-            level = ladder_only(fewer_than_k_withheld(level, tier_of(card), MIN_SHOWN_ENTRIES))
+            level = ladder_only(fewer_than_k_withheld(level, tier_of(card), min_shown_entries()))
         return CardView(level, entries=False)
     return CardView(card, entries=True)
 

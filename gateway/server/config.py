@@ -37,6 +37,7 @@ import grpc
 import yaml
 
 from champollion.core.cards import UnknownLanguage, default_registry
+from gateway.card.breakdowns import min_shown_entries
 from gateway.card.metrics import FAMILIES
 
 
@@ -115,6 +116,10 @@ class GatewayConfig:
     version_key_file: str | None = None
 
     def __post_init__(self):
+        try:  # the environment's k of secret-tier views (gateway/card/breakdowns.py), checked at start
+            min_shown_entries()
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         _check_families(self.families)
         self.families = {name: _with_route_codes(name, target) for name, target in self.families.items()}
         _check_count("batch_size", self.batch_size)

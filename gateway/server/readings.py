@@ -8,12 +8,12 @@ from collections import OrderedDict
 from datetime import datetime
 from threading import Lock
 
+from gateway.card.breakdowns import min_shown_entries
 from gateway.card.compare import ComparableRun
 from gateway.card.floor import FLOOR_SLUG_PREFIX
 from gateway.card.ladder import LADDER_METRIC, Rung, climb
 from gateway.review.campaigns import ReviewCache, with_review
 from gateway.server.access import (
-    MIN_SHOWN_ENTRIES,
     CardView,
     check_listing,
     check_read,
@@ -61,7 +61,7 @@ def _few_entries(store: RunStore, caller: Caller, rows: list[dict], version: str
                 sizes[key] = store.corpus_info(*key)["entries"]
             except UnknownCorpus:
                 sizes[key] = None
-        found.append(sizes[key] is not None and sizes[key] < MIN_SHOWN_ENTRIES)
+        found.append(sizes[key] is not None and sizes[key] < min_shown_entries())
     return found
 
 
@@ -258,7 +258,7 @@ def ladder_release(store: RunStore, caller: Caller, dataset_id: str, version: st
         entrants = []
     run = ComparableRun.from_rows(version, None, {}, rows)
     rung = climb([*(entrant[4] for entrant in entrants), run], [*(entrant[2] for entrant in entrants), run_id])[-1]
-    small = store.corpus_info(dataset_id, version)["entries"] < MIN_SHOWN_ENTRIES
+    small = store.corpus_info(dataset_id, version)["entries"] < min_shown_entries()
     released = None if small or rung.released is None else round(rung.released, LADDER_DECIMALS)
     margin = None if small or rung.margin is None else round(rung.margin, LADDER_DECIMALS)
     return {"metric": LADDER_METRIC, "released": released, "stepped": rung.stepped, "margin": margin}
@@ -279,7 +279,7 @@ def ladder_board(store: RunStore, caller: Caller, dataset_id: str, version: str,
     steps = [(entrant[3], rung) for entrant, rung in zip(entrants, rungs) if rung.stepped]
     # A version of fewer than k entries releases no value at all (its rows' other
     # columns are nulled as every listing's are, `_listed`).
-    small = store.corpus_info(dataset_id, full["corpus_version"])["entries"] < MIN_SHOWN_ENTRIES
+    small = store.corpus_info(dataset_id, full["corpus_version"])["entries"] < min_shown_entries()
     rows = [ladder_row(rank, row, LADDER_METRIC, None if small else rung.released, None if small else rung.margin)
             for rank, (row, rung) in enumerate(reversed(steps), start=1)]
     if limit is not None:

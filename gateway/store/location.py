@@ -8,6 +8,7 @@ existing store other local users may open (`champollion db` warns)."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 from contextlib import contextmanager
 from pathlib import Path
@@ -159,5 +160,6 @@ def database_errors(url: URL) -> Iterator[None]:
     except exc.DBAPIError as error:
         reason = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else type(error.orig).__name__
         if url.password:
-            reason = reason.replace(str(url.password), "***")
+            # The password as a whole token only: a short one ("p") must not mangle the message ("***ort").
+            reason = re.sub(rf"(?<![\w]){re.escape(str(url.password))}(?![\w])", "***", reason)
         raise StoreError(f"store {redact(url)}: {reason}") from None

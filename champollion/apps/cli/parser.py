@@ -144,9 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "system in order")
     evaluate.add_argument("--glossary", help="glossary JSON: list of {source, target, alternatives}")
     evaluate.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded stack)")
-    evaluate.add_argument("-o", "--out", action="append", metavar="CARD.json",
-                          help="also write the whole run card (entries included) here; several systems: once per "
-                               "system, in order (-o a.json -o b.json)")
+    evaluate.add_argument("-o", "--out", action="extend", nargs="+", metavar="CARD.json",
+                          help="also write the whole run card (entries included) here; several systems: one file "
+                               "per system, in order (-o a.json b.json, or -o a.json -o b.json)")
     _add_json_flag(evaluate, "the run card (without its entries unless --entries) instead of the summary; "
                              "several systems: {runs, comparisons}")
     evaluate.add_argument("--entries", action="store_true", help="with --json: the per-entry results too")

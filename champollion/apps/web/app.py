@@ -24,6 +24,7 @@ from champollion.apps.web import pages, review
 from champollion.apps.web.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from champollion.apps.web.rendering import CSP, Front
 from champollion.apps.web.sessions import COOKIE, MAX_AGE_S, TOKENS_POLL_S, Sessions, TokenSource
+from gateway.card.breakdowns import min_shown_entries
 from gateway.server.tokens import TokenFile
 from gateway.store import RunStore, StoreError
 from gateway.store.web_sessions import WebSessions
@@ -74,6 +75,7 @@ class SessionMiddleware(BaseHTTPMiddleware):
 
 
 def create_app(settings: WebSettings) -> Starlette:
+    min_shown_entries()  # ValueError now, not on a page, when the deployment sets k wrongly
     store = RunStore.open(settings.store_url)
     stored = WebSessions(store)
 
