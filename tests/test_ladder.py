@@ -21,7 +21,7 @@ import pytest
 from champollion.core.sacrebleu_adapter import build_metric, segment_statistics
 from gateway.card.compare import ComparableRun
 from gateway.card.corpus import corpus_value
-from gateway.card.ladder import LADDER_METRIC, MIN_CHANGED_ENTRIES, climb, paired_margin, round_to
+from gateway.card.ladder import LADDER_METRIC, MIN_CHANGED_ENTRIES, climb, next_rung, paired_margin, round_to
 from gateway.server.config import GatewayConfig
 from tests.conftest import EXAMPLE
 
@@ -175,3 +175,16 @@ def test_exact_answers_would_let_a_climb_pass_the_margin(capsys):
         print(f"\n[ladder] exact-answers attacker (not possible through the gateway): public gain "
               f"{outcome.public_gain:.2f}, margins {min(outcome.margins):.2f}-{max(outcome.margins):.2f}")
     assert outcome.public_gain > min(outcome.margins)
+
+
+def test_a_run_entering_after_the_board_gets_the_rung_a_full_climb_gives_it():
+    """next_rung reads the board's state off the cached Rungs: one comparison
+    for a new run, the same Rung as climbing every run again."""
+    _, runs = attack("board", seed=7)
+    honest = scored(repaired([noisy(reference, random.Random(3)) for reference in REFERENCES], 0.07,
+                             random.Random(8)))
+    ids = [f"run-{index}" for index in range(len(runs))]
+    rungs = climb(runs, ids, resamples=RESAMPLES)
+    assert next_rung(runs, rungs, "new", honest, resamples=RESAMPLES) == \
+        climb([*runs, honest], [*ids, "new"], resamples=RESAMPLES)[-1]
+    assert next_rung([], [], "first", honest, resamples=RESAMPLES) == climb([honest], ["first"], resamples=RESAMPLES)[0]

@@ -118,10 +118,12 @@ def min_shown_entries() -> int:
 GROUP_VALUES = ("chrf_plus_plus", "exact_match_rate", "composite")
 # Score keys that are the submitter's own (usage, timing) or the corpus's size:
 # never computed from the references.
-OWN_SCORE_KEYS = frozenset({"total", "evaluated", "errors", "tokens_per_second", "entries_per_minute",
-                            "avg_latency_seconds", "median_latency_seconds", "p95_latency_seconds",
-                            "comet_model", "by_difficulty", "by_provenance", "confidence_intervals",
-                            "confidence_intervals_by_tier", "quality_tier"})
+# The run's size and its own speed (from the submitter's timings): what a
+# secret-tier run still shows when every score is withheld (redaction.ladder_only).
+SIZE_AND_SPEED_KEYS = frozenset({"total", "evaluated", "errors", "tokens_per_second", "entries_per_minute",
+                                 "avg_latency_seconds", "median_latency_seconds", "p95_latency_seconds"})
+OWN_SCORE_KEYS = SIZE_AND_SPEED_KEYS | {"comet_model", "by_difficulty", "by_provenance", "confidence_intervals",
+                                        "confidence_intervals_by_tier", "quality_tier"}
 _TIER_SCOPE = re.compile(r" in difficulty tier (\S+): ")
 
 

@@ -99,36 +99,57 @@ def paired_margin(leader: ComparableRun, run: ComparableRun, metric: str = LADDE
     return value - best, half * _stretch(comparisons, alpha), changed
 
 
+@dataclass
+class _Board:
+    """Where a Ladder stands: its leader, the value released, the
+    comparisons made (each run after the first leader counts one)."""
+    leader: ComparableRun | None = None
+    released: float | None = None
+    comparisons: int = 0
+
+
+def _enter(board: _Board, run_id: str, run: ComparableRun, metric: str, resamples: int, seed: int, alpha: float,
+           min_changed: int) -> Rung:
+    """The Rung of `run` entering `board`, which it updates."""
+    if board.leader is None:
+        value = corpus_value(metric, run.stats[metric]) if metric in run.stats else None
+        if value is None:
+            return Rung(run_id, False, board.released, None)
+        step = own_margin(run, metric, resamples, seed, alpha)
+        board.leader, board.released = run, round_to(value, step or 0.0)
+        return Rung(run_id, True, board.released, step)
+    board.comparisons += 1
+    compared = paired_margin(board.leader, run, metric, resamples, seed, alpha, board.comparisons) \
+        if metric in run.stats else None
+    if compared is None:
+        return Rung(run_id, False, board.released, None)
+    difference, margin, changed = compared
+    if changed >= min_changed and difference > margin:
+        value = corpus_value(metric, run.aligned_to(board.leader.ids)[metric])
+        board.leader, board.released = run, max(board.released, round_to(value, margin))
+        return Rung(run_id, True, board.released, margin, difference, changed)
+    return Rung(run_id, False, board.released, margin, difference, changed)
+
+
 def climb(runs: Sequence[ComparableRun], run_ids: Sequence[str], metric: str = LADDER_METRIC,
           resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, alpha: float = ALPHA,
           min_changed: int = MIN_CHANGED_ENTRIES) -> list[Rung]:
     """The Ladder over `runs` in publication order (`run_ids` names them):
     one Rung per run. The released value never goes down."""
-    rungs: list[Rung] = []
-    leader: ComparableRun | None = None
-    released: float | None = None
-    comparisons = 0
-    for run_id, run in zip(run_ids, runs):
-        if leader is None:
-            value = corpus_value(metric, run.stats[metric]) if metric in run.stats else None
-            if value is None:
-                rungs.append(Rung(run_id, False, released, None))
-                continue
-            step = own_margin(run, metric, resamples, seed, alpha)
-            leader, released = run, round_to(value, step or 0.0)
-            rungs.append(Rung(run_id, True, released, step))
-            continue
-        comparisons += 1
-        compared = paired_margin(leader, run, metric, resamples, seed, alpha, comparisons) \
-            if metric in run.stats else None
-        if compared is None:
-            rungs.append(Rung(run_id, False, released, None))
-            continue
-        difference, margin, changed = compared
-        if changed >= min_changed and difference > margin:
-            value = corpus_value(metric, run.aligned_to(leader.ids)[metric])
-            leader, released = run, max(released, round_to(value, margin))
-            rungs.append(Rung(run_id, True, released, margin, difference, changed))
-        else:
-            rungs.append(Rung(run_id, False, released, margin, difference, changed))
-    return rungs
+    board = _Board()
+    return [_enter(board, run_id, run, metric, resamples, seed, alpha, min_changed)
+            for run_id, run in zip(run_ids, runs)]
+
+
+def next_rung(runs: Sequence[ComparableRun], rungs: Sequence[Rung], run_id: str, run: ComparableRun,
+              metric: str = LADDER_METRIC, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+              alpha: float = ALPHA, min_changed: int = MIN_CHANGED_ENTRIES) -> Rung:
+    """The Rung `run` gets entering after `runs`, whose Rungs (`climb`'s)
+    are `rungs`: the board's state is read off them, so one comparison is
+    made, not one per run before it."""
+    stepped = [index for index, rung in enumerate(rungs) if rung.stepped]
+    board = _Board()
+    if stepped:
+        board.leader, board.released = runs[stepped[-1]], rungs[-1].released
+        board.comparisons = len(rungs) - stepped[0] - 1
+    return _enter(board, run_id, run, metric, resamples, seed, alpha, min_changed)

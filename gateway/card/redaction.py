@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from gateway.card.breakdowns import SIZE_AND_SPEED_KEYS
 from gateway.card.contamination import OVERLAP_WARNING_PREFIX
 from champollion.core.tiers import tier_of
 from gateway.card.metrics import FAMILIES
@@ -84,10 +85,6 @@ def corpus_level(card: dict) -> dict:
     return redacted
 
 
-# What a submitter's own run still shows on a secret tier once its scores
-# are withheld: its size and its own speed (from the submitter's timings).
-_OWN_SCORES = frozenset({"total", "evaluated", "errors", "tokens_per_second", "entries_per_minute",
-                         "avg_latency_seconds", "median_latency_seconds", "p95_latency_seconds"})
 LADDER_NOTICE = ("scores withheld: on a holdout or gold corpus a run's scores reach anyone but a maintainer only "
                  "through the public board's Ladder (the `ladder` block: the value the board releases, rounded to "
                  "the margin a run must beat); exact scores answered to each submission would let a submitter "
@@ -103,7 +100,7 @@ def ladder_only(card: dict) -> dict:
     shown = dict(card)
     scores = dict(card.get("scores") or {})
     for key, value in scores.items():
-        if key in _OWN_SCORES:
+        if key in SIZE_AND_SPEED_KEYS:
             continue
         scores[key] = {} if isinstance(value, dict) else ("unscored" if key == "quality_tier" else None)
     shown["scores"] = scores

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count, islice
 from typing import AsyncIterator, Callable, Iterator
 
@@ -54,6 +54,11 @@ class ScoredRun:
     # Each entry's prediction in corpus order (None: none sent), kept with
     # the stored run for community review; read from the spill as above.
     predictions: Callable[[], Iterator[str | None]] = lambda: iter(())
+    # Each entry's id, in corpus order, and the merged per-entry statistics
+    # (metric id -> entries x statistics), for what reads them whole (the
+    # Ladder's release of a secret-tier run).
+    entry_ids: Callable[[], Iterator[str]] = lambda: iter(())
+    stats: dict = field(default_factory=dict)
 
 
 def _family_warnings(clients: dict[str, FamilyClient], failures: dict[str, str],
@@ -177,7 +182,8 @@ async def evaluate(
     card["run_id"] = run_id
     return ScoredRun(card=card, entry_results=lambda: _entry_results(
         spill, merged, answered, composite, adequacy, batch_size, drop_equivalence, requested),
-        predictions=spill.predictions)
+        predictions=spill.predictions, entry_ids=lambda: (entry_id for entry_id, _, _ in spill.entries()),
+        stats=merged.stats)
 
 
 def _assemble_card(intake: RunIntake, spill: RunSpill, merged: MergedStatistics, warnings: list[str],

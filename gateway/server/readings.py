@@ -11,7 +11,7 @@ from threading import Lock
 from gateway.card.breakdowns import min_shown_entries
 from gateway.card.compare import ComparableRun
 from gateway.card.floor import FLOOR_SLUG_PREFIX
-from gateway.card.ladder import LADDER_METRIC, Rung, climb
+from gateway.card.ladder import LADDER_METRIC, Rung, climb, next_rung
 from gateway.review.campaigns import ReviewCache, with_review
 from gateway.server.access import (
     CardView,
@@ -74,7 +74,8 @@ def _listed(store: RunStore, caller: Caller, rows: list[dict], version: str | No
     if ladder_only:
         few = [small or (row.get("corpus_tier") in SECRET_TIERS and row.get("floor_kind") is None)
                for small, row in zip(few, rows)]
-    return [_with_public_ids(store, caller, listed_row(caller, row, small)) for row, small in zip(rows, few)]
+    versions: dict = {}  # (dataset, version) -> secret_version, asked once per listing
+    return [_with_public_ids(store, caller, listed_row(caller, row, small), versions) for row, small in zip(rows, few)]
 
 
 def secret_version(store: RunStore, caller: Caller, dataset_id: str | None, version: str | None) -> dict | None:
@@ -102,9 +103,13 @@ def shown_compared_version(store: RunStore, caller: Caller, version: str) -> str
     return version
 
 
-def _with_public_ids(store: RunStore, caller: Caller, row: dict) -> dict:
-    """A listing's row with a secret version's public id and fingerprint."""
-    info = secret_version(store, caller, row.get("dataset_id"), row.get("corpus_version"))
+def _with_public_ids(store: RunStore, caller: Caller, row: dict, versions: dict) -> dict:
+    """A listing's row with a secret version's public id and fingerprint;
+    `versions` remembers the versions looked up."""
+    key = (row.get("dataset_id"), row.get("corpus_version"))
+    if key not in versions:
+        versions[key] = secret_version(store, caller, *key)
+    info = versions[key]
     if info is None:
         return row
     shown = {**row, "corpus_version": shown_version(info)}
@@ -250,14 +255,14 @@ def ladder_release(store: RunStore, caller: Caller, dataset_id: str, version: st
     Rung it gets entering the Ladder after the version's published runs, as
     if it were published next. `rows`: (entry id, {LADDER_METRIC:
     statistics}) per entry. A version of fewer than k entries releases no
-    value. Each call climbs the published runs again from their cached
-    Rungs' order (one paired bootstrap per published run)."""
+    value. One paired bootstrap against the leader, the published runs'
+    Rungs being cached per board."""
     try:
-        _, entrants, _ = _published_ladder(store, caller, dataset_id, version)
+        _, entrants, rungs = _published_ladder(store, caller, dataset_id, version)
     except NothingStored:  # the version's first run: nothing published yet
-        entrants = []
+        entrants, rungs = [], []
     run = ComparableRun.from_rows(version, None, {}, rows)
-    rung = climb([*(entrant[4] for entrant in entrants), run], [*(entrant[2] for entrant in entrants), run_id])[-1]
+    rung = next_rung([entrant[4] for entrant in entrants], rungs, run_id, run)
     small = store.corpus_info(dataset_id, version)["entries"] < min_shown_entries()
     released = None if small or rung.released is None else round(rung.released, LADDER_DECIMALS)
     margin = None if small or rung.margin is None else round(rung.margin, LADDER_DECIMALS)

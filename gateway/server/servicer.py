@@ -209,10 +209,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
     async def _ladder_release(self, scored: ScoredRun, caller) -> dict | None:
         """The Ladder's release for a run on a secret tier (readings.ladder_release)."""
         card = scored.card
-        rows = [(entry.id, {LADDER_METRIC: list(entry.stats[LADDER_METRIC].values)})
-                for batch in scored.entry_results() for entry in batch if LADDER_METRIC in entry.stats]
-        if not rows:
+        matrix = scored.stats.get(LADDER_METRIC)
+        if matrix is None:
             return None
+        rows = [(entry_id, {LADDER_METRIC: statistics}) for entry_id, statistics in zip(scored.entry_ids(), matrix)]
         try:
             return await self.store.call(lambda store: ladder_release(
                 store, caller, card["dataset"]["id"], card["dataset"]["version"], card["run_id"], rows))
