@@ -278,3 +278,11 @@ def test_auth_is_the_gateways_option(cli, tokens_file):
     assert "--family-auth" in result.stderr
     result = cli("serve", "--port", "0", "--family-auth", tokens_file)
     assert result.exit_code == 2 and "--family-auth applies to the families named with --family" in result.stderr
+
+
+def test_a_new_token_never_reads_as_a_flag():
+    """`--token VALUE` on a command line: a value starting with "-" would be
+    taken for a flag (secrets.token_urlsafe gives one in 64)."""
+    tokens = [new_token() for _ in range(2000)]
+    assert not any(token.startswith("-") for token in tokens)
+    assert len(set(tokens)) == len(tokens) and all(len(token) == 43 for token in tokens)

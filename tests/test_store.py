@@ -94,7 +94,7 @@ def test_save_and_get_round_trip_keeps_entries_in_order(store):
     assert [e for b in batches for e in b] == entries
     summary, rows = store.comparable_stats(card["run_id"])
     assert "entries" not in summary and summary["run_id"] == card["run_id"]
-    assert rows == [(e["id"], e["stats"]) for e in entries]
+    assert rows == [(e["id"], e["stats"], (e.get("scores") or {}).get("adequate") is False) for e in entries]
 
 
 def test_a_real_run_card_is_stored_whole_and_still_validates(store, gateway, run_card_validator):

@@ -161,6 +161,19 @@ def entry_as_dict(entry: run_card_pb2.EntryResult) -> dict:
 SLOW_FAMILY_WARNING = "was slow: a batch overran its call deadline and was sent once more; its scores are complete"
 
 
+def entry_for_compare(entry):
+    """A run card entry as Compare reads it: its statistics and, of its
+    per-entry scores, only an adequacy gate's verdict (the composite reads
+    inadequate entries at their worst); the other scores would only cost
+    conversion time. Anything but a dict is left as it is, to be refused."""
+    if not isinstance(entry, dict):
+        return entry
+    trimmed = {key: value for key, value in entry.items() if key != "scores"}
+    if isinstance(entry.get("scores"), dict) and entry["scores"].get("adequate") is False:
+        trimmed["scores"] = {"adequate": False}
+    return trimmed
+
+
 def reproducible_part(card: dict) -> dict:
     """The card less what differs between two evaluations of the same run by
     design: its run id, the store's count of runs sharing its fingerprint

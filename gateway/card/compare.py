@@ -10,6 +10,7 @@ import numpy as np
 
 from champollion.core.sampling import BOOTSTRAP, DEFAULT_RESAMPLES, DEFAULT_TRIALS, METHODS, RANDOMIZATION
 from champollion.eval.v1 import run_card_pb2
+from gateway.card.adequacy import gated_statistics, inadequate_entries
 from gateway.card.bootstrap import (
     ALPHA,
     missing_interval_warnings,
@@ -45,10 +46,19 @@ class ComparableRun:
     stats: dict[str, np.ndarray]
     composite: float | None
     weights: dict[str, float]
+    # True where the entry failed an adequacy gate (gateway/card/adequacy.py):
+    # the composite reads it at its inputs' worst, as the card's composite does.
+    inadequate: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.inadequate is None:  # no entry marked: every one adequate
+            self.inadequate = np.zeros(len(self.ids), dtype=bool)
 
     @classmethod
-    def from_rows(cls, version, composite, weights, rows: list[tuple[str, dict]]) -> "ComparableRun":
-        """`rows`: (entry id, {metric id: statistics}) per entry."""
+    def from_rows(cls, version, composite, weights, rows: list[tuple[str, dict]],
+                  inadequate=None) -> "ComparableRun":
+        """`rows`: (entry id, {metric id: statistics}) per entry;
+        `inadequate`: per entry, whether it is marked inadequate (None: none is)."""
         shared = set.intersection(*(set(stats) for _, stats in rows)) if rows else set()
         return cls(
             version=version,
@@ -58,6 +68,7 @@ class ComparableRun:
             # Sorted: a proto map's order is arbitrary, and the composite's sum must
             # not depend on where the card came from (a file, the store).
             weights=dict(sorted(weights.items())),
+            inadequate=None if inadequate is None else np.asarray(inadequate, dtype=bool),
         )
 
     @classmethod
@@ -65,22 +76,43 @@ class ComparableRun:
         return cls.from_rows(
             card["dataset"]["version"], card["scores"]["composite"], card["composite_coverage"]["weights"],
             [(entry["id"], entry.get("stats") or {}) for entry in card["entries"]],
+            inadequate_entries(card["entries"]),
         )
+
+    @classmethod
+    def from_stored(cls, card: dict, rows: list[tuple[str, dict, bool]]) -> "ComparableRun":
+        """A stored run: its card without entries and RunStore.comparable_stats'
+        (entry id, statistics, inadequate) rows."""
+        return cls.from_rows(card["dataset"]["version"], card["scores"].get("composite"),
+                             (card.get("composite_coverage") or {}).get("weights") or {},
+                             [(entry_id, stats) for entry_id, stats, _ in rows],
+                             [inadequate for _, _, inadequate in rows])
 
     @classmethod
     def from_proto(cls, card: run_card_pb2.RunCard) -> "ComparableRun":
         """Reads only what is needed, without converting the whole card."""
         composite = card.scores.composite if card.scores.HasField("composite") else None
         rows = [(entry.id, {m: vector.values for m, vector in entry.stats.items()}) for entry in card.entries]
-        return cls.from_rows(card.dataset.version, composite, card.composite_coverage.weights, rows)
+        inadequate = [_marked_inadequate(entry) for entry in card.entries]
+        return cls.from_rows(card.dataset.version, composite, card.composite_coverage.weights, rows, inadequate)
 
-    def aligned_to(self, ids: list[str]) -> dict[str, np.ndarray]:
+    def order_of(self, ids: list[str]) -> list[int]:
+        """The rows of `ids` in this run; CompareRefused unless the runs
+        cover the same entries."""
         position = {entry_id: index for index, entry_id in enumerate(self.ids)}
         missing = [entry_id for entry_id in ids if entry_id not in position]
         if missing or len(ids) != len(self.ids):
             raise CompareRefused(f"the runs do not cover the same entries (e.g. {missing[:3]})")
-        order = [position[entry_id] for entry_id in ids]
+        return [position[entry_id] for entry_id in ids]
+
+    def aligned_to(self, ids: list[str]) -> dict[str, np.ndarray]:
+        order = self.order_of(ids)
         return {m: matrix[order] for m, matrix in self.stats.items()}
+
+
+def _marked_inadequate(entry: run_card_pb2.EntryResult) -> bool:
+    value = entry.scores.fields.get("adequate")
+    return value is not None and value.WhichOneof("kind") == "bool_value" and not value.bool_value
 
 
 def _p_value(sample_differences: np.ndarray, observed: float) -> float:
@@ -104,11 +136,9 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, samples: int, s
             f"different corpus versions ({baseline.version[:12]}… vs {system.version[:12]}…): "
             "scores compare only within a version"
         )
-    stats_a, stats_b = baseline.stats, system.aligned_to(baseline.ids)
-    # Weighted metrics too, for the composite; ids this gateway does not know are left out.
-    wanted = {*COMPARED_METRICS, *baseline.weights, *system.weights} & set(METRICS)
-    shared = [m for m in stats_a if m in stats_b and m in wanted]
-    if not shared:
+    ids = baseline.ids
+    compared, weighted = compared_metrics([baseline, system])
+    if not compared and not weighted:
         raise CompareRefused("the run cards carry no common per-entry statistics to resample")
     warnings = []
     if set(baseline.weights) != set(system.weights):
@@ -117,22 +147,13 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, samples: int, s
             f"({', '.join(sorted(set(baseline.weights) ^ set(system.weights)))} in one only): "
             "their difference is not like for like"
         )
-    sums_a, sums_b = _sampled_sums({m: stats_a[m] for m in shared}, {m: stats_b[m] for m in shared},
-                                   samples, seed, method)
-    values_a = {m: values_from_sums(m, sums_a[m]) for m in shared}
-    values_b = {m: values_from_sums(m, sums_b[m]) for m in shared}
-
-    series = {
-        m: (corpus_value(m, stats_a[m]), corpus_value(m, stats_b[m]), values_a[m], values_b[m])
-        for m in shared if m in COMPARED_METRICS
-    }
-    weighted = {*baseline.weights, *system.weights}
-    if baseline.weights and system.weights and weighted <= set(values_a):
-        series["composite"] = (
-            baseline.composite, system.composite,
-            weighted_composite(values_a, baseline.weights), weighted_composite(values_b, system.weights),
-        )
-    test = paired_bootstrap_test if method == BOOTSTRAP else _randomization_test
+    columns_a = comparison_columns(baseline, ids, compared, weighted)
+    columns_b = comparison_columns(system, ids, compared, weighted)
+    sums_a, sums_b = sampled_sums(columns_a, columns_b, samples, seed, method)
+    sampled_a, sampled_b = series_values(baseline, sums_a), series_values(system, sums_b)
+    points_a, points_b = point_values(baseline, columns_a), point_values(system, columns_b)
+    series = {name: (points_a[name], points_b[name], sampled_a[name], sampled_b[name]) for name in sampled_a}
+    test = paired_bootstrap_test if method == BOOTSTRAP else randomization_test
     metrics, untested = {}, {}
     for metric_id, (value_a, value_b, sampled_a, sampled_b) in series.items():
         if value_a is None or value_b is None:
@@ -157,7 +178,56 @@ def compare_runs(baseline: ComparableRun, system: ComparableRun, samples: int, s
     return result
 
 
-def _sampled_sums(stats_a, stats_b, samples: int, seed: int, method: str):
+# The composite's statistics sit beside the metrics' under keys of their own:
+# the metrics are compared as defined, the composite from the gated statistics.
+METRIC, COMPOSITE_INPUT = "metric", "composite"
+
+
+def compared_metrics(runs: list[ComparableRun]) -> tuple[list[str], list[str]]:
+    """(metrics `compare` tests that every run has statistics for, the
+    composite's weighted metrics when every run has a composite whose
+    inputs all runs have statistics for; else no weighted metric)."""
+    shared = set.intersection(*(set(run.stats) for run in runs)) & set(METRICS)
+    compared = [m for m in COMPARED_METRICS if m in shared]
+    weighted = set().union(*(run.weights for run in runs))
+    if not all(run.weights for run in runs) or not weighted <= shared:
+        return compared, []
+    return compared, sorted(weighted)
+
+
+def comparison_columns(run: ComparableRun, ids: list[str], compared: list[str],
+                       weighted: list[str]) -> dict[tuple[str, str], np.ndarray]:
+    """The statistics a comparison resamples, rows in `ids` order: each
+    compared metric's, and the composite inputs' with the run's inadequate
+    entries at their worst."""
+    order = run.order_of(ids)
+    columns = {(METRIC, m): run.stats[m][order] for m in compared}
+    if weighted:
+        gated = gated_statistics(run.stats, run.inadequate, weighted)
+        columns.update({(COMPOSITE_INPUT, m): gated[m][order] for m in weighted})
+    return columns
+
+
+def series_values(run: ComparableRun, sums: dict[tuple[str, str], np.ndarray]) -> dict[str, np.ndarray]:
+    """Each compared metric's value, and the run's composite (its own
+    weights), for every row of summed statistics."""
+    values = {m: values_from_sums(m, matrix) for (kind, m), matrix in sums.items() if kind == METRIC}
+    inputs = {m: values_from_sums(m, matrix) for (kind, m), matrix in sums.items() if kind == COMPOSITE_INPUT}
+    if inputs:
+        values["composite"] = weighted_composite(inputs, run.weights)
+    return values
+
+
+def point_values(run: ComparableRun, columns: dict[tuple[str, str], np.ndarray]) -> dict[str, float | None]:
+    """The run's values over every entry: the metrics' corpus values, the
+    card's own composite."""
+    values = {m: corpus_value(m, matrix) for (kind, m), matrix in columns.items() if kind == METRIC}
+    if any(kind == COMPOSITE_INPUT for kind, _ in columns):
+        values["composite"] = run.composite
+    return values
+
+
+def sampled_sums(stats_a, stats_b, samples: int, seed: int, method: str):
     """Summed statistics of both sides in each bootstrap resample (the same
     entries drawn for both), or of both pseudo-systems in each AR trial."""
     if method == RANDOMIZATION:
@@ -174,7 +244,7 @@ def paired_bootstrap_test(sample_differences: np.ndarray, difference: float) -> 
             "significant": p_value < ALPHA and not interval["ci_lower"] <= 0 <= interval["ci_upper"]}
 
 
-def _randomization_test(trial_differences: np.ndarray, difference: float) -> dict:
+def randomization_test(trial_differences: np.ndarray, difference: float) -> dict:
     p_value = randomization_p_value(trial_differences, difference)
     # sacreBLEU counts only trials strictly above the observed difference, so
     # two runs with the same statistics get p = 1/(trials+1): a difference of

@@ -29,7 +29,6 @@ from gateway.card.floor import headroom
 from gateway.corpus_check import PilotRefused, check_corpus, refusal, summary_of
 from gateway.server import auth
 from gateway.server.access import corpus_info_view
-from gateway.server.stored_runs import comparable_from_store
 from gateway.server.validation import InvalidRun, check_dataset_id, check_entry, check_header
 from gateway.store import RunStore, UnknownCorpus
 from gateway.store.corpora import MIN_VERSION_PREFIX, TIERS, pick, shown_version
@@ -245,7 +244,7 @@ async def _pilots(request: gateway_pb2.CheckCorpusRequest, context, stored: Stor
     pilots = []
     for run_id in request.pilot_run_ids:
         card, rows = await stored(context, lambda store, run_id=run_id: store.comparable_stats(run_id))
-        pilots.append((run_id, comparable_from_store(card, rows)))
+        pilots.append((run_id, ComparableRun.from_stored(card, rows)))
     for index, card in enumerate(request.pilot_cards):
         pilots.append((f"pilot_cards[{index}]", ComparableRun.from_proto(card)))
     return pilots

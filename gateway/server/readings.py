@@ -221,9 +221,7 @@ def _comparable(store: RunStore, run_id: str) -> tuple[datetime | None, Comparab
         found = _runs.get(run_id)
     if found is None:
         card, entries = store.comparable_stats(run_id)
-        found = (reviewed_at(card), ComparableRun.from_rows(
-            card["dataset"]["version"], card["scores"].get("composite"),
-            (card.get("composite_coverage") or {}).get("weights") or {}, entries))
+        found = (reviewed_at(card), ComparableRun.from_stored(card, entries))
         _remember(_runs, run_id, found)
     return found
 

@@ -47,7 +47,7 @@ from gateway.card.ladder import LADDER_METRIC
 from gateway.server.readings import ladder_release, leaderboard_for, run_for, runs_for, shown_compared_version
 from gateway.server.registered import CorpusRefused, refuse_registered_id, registered_run
 from gateway.server.spill import RunSpill
-from gateway.server.stored_runs import GatewayStore, as_struct, comparable_from_store, one_line, record_run
+from gateway.server.stored_runs import GatewayStore, as_struct, one_line, record_run
 from gateway.server.submissions import admit, hold_for_review
 from champollion.core.limits import MAX_RESAMPLES, shown
 from gateway.server.validation import InvalidRun
@@ -383,7 +383,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         if not run_id:
             return ComparableRun.from_proto(card)
         stored, rows = await self._stored(context, lambda store: store.comparable_stats(run_id))
-        return comparable_from_store(stored, rows)
+        return ComparableRun.from_stored(stored, rows)
 
     async def _stored(self, context, use: Callable[[RunStore], Result]) -> Result:
         """`use(store)`, off the event loop; aborts the call with UNAVAILABLE

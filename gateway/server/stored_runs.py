@@ -15,7 +15,6 @@ from typing import Callable, TypeVar
 import structlog
 from google.protobuf import struct_pb2
 
-from gateway.card.compare import ComparableRun
 from champollion.core.run_card import entry_as_dict
 from gateway.server.evaluation import ScoredRun
 from gateway.store import RunStore, StoreError
@@ -97,11 +96,6 @@ async def record_run(store: GatewayStore | None, scored: ScoredRun, submitted_by
     except Exception as error:  # a bug: say so, and still send the run card back
         log.exception("store_failed", family="gateway", run_id=scored.card["run_id"])
         scored.card["warnings"].append(f"run card not stored: {type(error).__name__}: {one_line(error)}")
-
-
-def comparable_from_store(card: dict, rows: list[tuple[str, dict]]) -> ComparableRun:
-    """What compare reads from a stored run (RunStore.comparable_stats)."""
-    return ComparableRun.from_card({**card, "entries": [{"id": entry_id, "stats": stats} for entry_id, stats in rows]})
 
 
 def as_struct(row: dict) -> struct_pb2.Struct:

@@ -48,8 +48,13 @@ def token_hash(token: str) -> str:
 
 
 def new_token() -> str:
-    """A fresh random token (256 bits, URL-safe: fits an HTTP header as is)."""
-    return secrets.token_urlsafe(32)
+    """A fresh random token (256 bits, URL-safe: fits an HTTP header as is),
+    never starting with "-": a command line would read `--token -x...` as a
+    flag (one token in 64 did)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
 
 
 def token_line(name: str, role: str, token: str, expires: dt.datetime | None = None) -> str:

@@ -308,15 +308,17 @@ class RunStore:
             return submitted.review(connection, self._run_id(connection, run_id), decision, note, reviewer,
                                     datetime.now(timezone.utc))
 
-    def comparable_stats(self, run_id: str) -> tuple[dict, list[tuple[str, dict]]]:
+    def comparable_stats(self, run_id: str) -> tuple[dict, list[tuple[str, dict, bool]]]:
         """What compare needs: the card without entries and each entry's
-        (id, statistics), in corpus order."""
+        (id, statistics, whether it is marked inadequate), in corpus order."""
+        adequate = run_entries.c.scores["adequate"].as_boolean()
         with self._connection() as connection:
             card = self._card(connection, run_id)
             rows = connection.execute(
-                select(run_entries.c.entry_id, run_entries.c.stats).where(run_entries.c.run_id == card["run_id"])
-                .order_by(run_entries.c.position)).all()
-        return card, [(row.entry_id, row.stats) for row in rows]
+                select(run_entries.c.entry_id, run_entries.c.stats, adequate.label("adequate"))
+                .where(run_entries.c.run_id == card["run_id"]).order_by(run_entries.c.position)).all()
+        # An entry stored before the adequacy gates has no mark: adequate.
+        return card, [(row.entry_id, row.stats, row.adequate is False) for row in rows]
 
     # Community review (reviews.py; issue 28).
 

@@ -26,7 +26,7 @@ from champollion.apps.client.channel import ChannelError, check_token, is_untrus
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
 from champollion.apps.inputs import InputError, PredictionFile
 from champollion.apps.client.upload import collect_run_card, compare_parts, corpus_parts, request_parts
-from champollion.core.run_card import dict_to_message, message_to_dict
+from champollion.core.run_card import dict_to_message, entry_for_compare, message_to_dict
 from champollion.core.columns import SPEC_COLUMNS
 
 # Seconds a call may take: reading or ranking stored runs is quick; comparing
@@ -439,13 +439,13 @@ def split_floor(rows: list[dict]) -> tuple[list[dict], list[dict]]:
 
 
 def card_for_compare(card: Mapping[str, Any], side: str = "card") -> run_card_pb2.RunCard:
-    """A run card dict as the Compare RPC takes it: per-entry scores left
-    out (Compare reads the per-entry statistics), the dict left as it was."""
+    """A run card dict as the Compare RPC takes it: each entry as
+    `entry_for_compare` keeps it, the dict left as it was."""
     if not isinstance(card, Mapping) or not isinstance(card.get("entries"), list):
         raise InvalidSettings(f"{side}: not a Champollion run card (no entries list)")
     trimmed = dict(card)
-    trimmed["entries"] = [{key: value for key, value in entry.items() if key != "scores"}
-                          if isinstance(entry, Mapping) else entry for entry in card["entries"]]
+    trimmed["entries"] = [entry_for_compare(dict(entry)) if isinstance(entry, Mapping) else entry
+                          for entry in card["entries"]]
     try:
         return dict_to_message(trimmed, run_card_pb2.RunCard())
     except (ValueError, TypeError, AttributeError) as error:

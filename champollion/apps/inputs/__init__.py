@@ -13,7 +13,7 @@ from champollion.apps.inputs.corpus_table import TABLE_SUFFIXES, load_table_corp
 from champollion.eval.v1 import family_pb2, gateway_pb2, run_card_pb2
 from champollion.apps.inputs.input_text import InputError, PredictionFile, check_text, decode_utf8
 from champollion.apps.inputs.plain_text import load_plain_text_run  # noqa: F401 (one place for every input format)
-from champollion.core.run_card import dict_to_message
+from champollion.core.run_card import dict_to_message, entry_for_compare
 from champollion.core.usage import TOKEN_FIELDS
 from champollion.core.limits import ECHO_CHARS, shown
 
@@ -352,13 +352,10 @@ def load_run_card(path: Path) -> dict:
 
 
 def load_run_card_for_compare(path: Path) -> run_card_pb2.RunCard:
-    """A stored run card (JSON) as the Compare RPC takes it. Compare reads the
-    dataset, composite, coverage and per-entry statistics; per-entry scores
-    are left out, since they would only cost conversion time."""
+    """A stored run card (JSON) as the Compare RPC takes it: the dataset,
+    composite, coverage and each entry as `entry_for_compare` keeps it."""
     card = load_run_card(path)
-    for entry in card["entries"]:
-        if isinstance(entry, dict):
-            entry.pop("scores", None)
+    card["entries"] = [entry_for_compare(entry) for entry in card["entries"]]
     try:
         return dict_to_message(card, run_card_pb2.RunCard())
     except (ValueError, TypeError, AttributeError) as error:

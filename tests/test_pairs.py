@@ -1,0 +1,124 @@
+"""All pairs of runs (issue 34): multiple-comparison corrections worked by
+hand, rank ranges and significance clusters, and compare_all's uncorrected
+p-values equal to pairwise compare's."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gateway.card.compare import ComparableRun, CompareRefused, compare_runs
+from gateway.card.multiplicity import (
+    adjust,
+    benjamini_hochberg,
+    holm,
+    rank_ranges,
+    significance_clusters,
+)
+from gateway.card.pairs import compare_all
+
+
+def test_holm_by_hand():
+    # Sorted 0.01, 0.03, 0.04: times 3, 2, 1 = 0.03, 0.06, 0.04; kept non-decreasing: 0.03, 0.06, 0.06.
+    assert holm(np.array([0.01, 0.04, 0.03])) == pytest.approx([0.03, 0.06, 0.06])
+    # Capped at 1.
+    assert holm(np.array([0.5, 0.6])) == pytest.approx([1.0, 1.0])
+
+
+def test_benjamini_hochberg_by_hand():
+    # Sorted 0.01, 0.03, 0.04: times 3/1, 3/2, 3/3 = 0.03, 0.045, 0.04; running minimum from the largest.
+    assert benjamini_hochberg(np.array([0.01, 0.04, 0.03])) == pytest.approx([0.03, 0.04, 0.04])
+
+
+def test_no_correction_and_unknown_correction():
+    assert adjust(np.array([0.2, 0.01]), "none") == pytest.approx([0.2, 0.01])
+    with pytest.raises(ValueError, match="bonferroni"):
+        adjust(np.array([0.2]), "bonferroni")
+
+
+def test_rank_ranges_and_clusters_by_hand():
+    # Three systems, best first by value: A (0), C (2), B (1); only A is significantly better than B.
+    better = np.zeros((3, 3), dtype=bool)
+    better[0, 1] = True
+    assert rank_ranges(better) == [(1, 2), (2, 3), (1, 3)]
+    assert significance_clusters([0, 2, 1], better) == [1, 2, 1]
+    # Nothing significant: one cluster, every rank possible.
+    assert significance_clusters([0, 1, 2], np.zeros((3, 3), dtype=bool)) == [1, 1, 1]
+    assert rank_ranges(np.zeros((3, 3), dtype=bool)) == [(1, 3)] * 3
+
+
+def _run(right: np.ndarray, weights=None) -> ComparableRun:
+    ids = [f"e{i}" for i in range(right.size)]
+    stats = {"exact_match_rate": np.column_stack([right.astype(float), np.ones(right.size)])}
+    return ComparableRun("v", ids, stats, float(right.mean()), weights or {"exact_match_rate": 1.0})
+
+
+@pytest.fixture(scope="module")
+def four_runs():
+    rng = np.random.default_rng(3)
+    skill = [0.30, 0.45, 0.47, 0.70]
+    return [_run(rng.random(120) < p) for p in skill]
+
+
+@pytest.mark.parametrize("method", ["bs", "ar"])
+def test_uncorrected_p_values_are_pairwise_compares(four_runs, method):
+    samples = 300 if method == "bs" else 400
+    result = compare_all(four_runs, samples=samples, seed=7, method=method, correction="none")
+    for metric_id in ("exact_match_rate", "composite"):
+        block = result["metrics"][metric_id]
+        assert len(block["pairs"]) == 6
+        for pair in block["pairs"]:
+            alone = compare_runs(four_runs[pair["first"]], four_runs[pair["second"]], samples, 7, method)
+            assert pair["p_value"] == alone["metrics"][metric_id]["p_value"]
+            assert pair["p_corrected"] == pair["p_value"]
+            assert pair["difference"] == pytest.approx(alone["metrics"][metric_id]["difference"])
+
+
+def test_holm_corrects_over_the_pairs_of_a_metric(four_runs):
+    raw = compare_all(four_runs, samples=500, seed=7, correction="none")["metrics"]["exact_match_rate"]["pairs"]
+    held = compare_all(four_runs, samples=500, seed=7)["metrics"]["exact_match_rate"]
+    assert [pair["p_corrected"] for pair in held["pairs"]] == pytest.approx(
+        list(holm(np.array([pair["p_value"] for pair in raw]))))
+    # The strongest system is significantly better than the weakest; the two middle ones are not apart.
+    verdict = {(pair["first"], pair["second"]): pair for pair in held["pairs"]}
+    assert verdict[(0, 3)]["significant"] and not verdict[(1, 2)]["significant"]
+    assert held["rank_ranges"][3][0] == 1 and held["rank_ranges"][0][1] == 4
+    assert held["clusters"][1] == held["clusters"][2]
+    assert held["clusters"][3] < held["clusters"][0]
+    # Each run's own interval, on the same resamples.
+    assert all(ci["ci_lower"] <= value <= ci["ci_upper"] for ci, value in zip(held["ci"], held["values"]))
+
+
+def test_win_tie_loss_counts_entries():
+    a = _run(np.array([1, 1, 0, 0, 1], dtype=bool))
+    b = _run(np.array([1, 0, 1, 0, 0], dtype=bool))
+    pair = compare_all([a, b], samples=50, seed=1)["metrics"]["exact_match_rate"]["pairs"][0]
+    # Entry by entry: a higher on 2 (e1, e4), b on 1 (e2), equal on 2.
+    assert (pair["first_better"], pair["ties"], pair["second_better"]) == pytest.approx((0.4, 0.4, 0.2))
+    # A threshold of 1 makes every difference a tie.
+    wide = compare_all([a, b], samples=50, seed=1, tie_threshold=1.0)["metrics"]["exact_match_rate"]["pairs"][0]
+    assert wide["ties"] == 1.0
+
+
+def test_the_composite_reads_inadequate_entries_at_their_worst():
+    right = np.ones(40, dtype=bool)
+    clean = _run(right)
+    inadequate = np.zeros(40, dtype=bool)
+    inadequate[:20] = True
+    gated = ComparableRun("v", clean.ids, clean.stats, 0.5, clean.weights, inadequate)
+    result = compare_runs(clean, gated, 200, 3)
+    # exact_match_rate itself is ungated (both 1.0); the composite's resamples are gated.
+    assert result["metrics"]["exact_match_rate"]["difference"] == 0
+    assert result["metrics"]["composite"]["difference_ci"]["ci_upper"] < 0
+
+
+def test_refusals():
+    one = _run(np.ones(10, dtype=bool))
+    with pytest.raises(CompareRefused, match="at least 2"):
+        compare_all([one])
+    other = ComparableRun("w", one.ids, one.stats, 1.0, one.weights)
+    with pytest.raises(CompareRefused, match="different corpus versions"):
+        compare_all([one, other])
+    with pytest.raises(CompareRefused, match="bleu"):
+        compare_all([one, one], metric_ids=["bleu"])
+    with pytest.raises(ValueError, match="tie threshold"):
+        compare_all([one, one], tie_threshold=-1)
