@@ -214,7 +214,7 @@ def _remember(cache: OrderedDict, key, value) -> None:
             cache.popitem(last=False)
 
 
-def _comparable(store: RunStore, run_id: str) -> tuple[datetime | None, ComparableRun]:
+def stored_comparable(store: RunStore, run_id: str) -> tuple[datetime | None, ComparableRun]:
     """A published run's publication time (when a maintainer cleared it;
     None: never held) and its per-entry statistics."""
     with _cache_lock:
@@ -233,7 +233,7 @@ def _published_ladder(store: RunStore, caller: Caller, dataset_id: str, version:
                              official=official, hidden_tiers=hidden_tiers(caller))
     entrants = []
     for row in (row for row in full["rows"] if not row.get("floor")):
-        published, run = _comparable(store, row["run_id"])
+        published, run = stored_comparable(store, row["run_id"])
         when = published or datetime.fromisoformat(row["created_at"])
         entrants.append((when, row["created_at"], row["run_id"], row, run))
     entrants.sort(key=lambda entrant: entrant[:3])
