@@ -476,6 +476,7 @@ def _define_up(up: argparse.ArgumentParser) -> None:
 
 def _define_meta_eval(meta_eval: argparse.ArgumentParser) -> None:
     from champollion.apps.meta_eval import METRIC_SEGMENTS
+    from champollion.apps.meta_eval.wmt import METRIC_DRAWS
     from champollion.apps.meta_eval.human_judgments import FORMATS
 
     meta_eval.add_argument("cards", nargs="*", metavar="CARD_OR_RUN_ID",
@@ -503,6 +504,9 @@ def _define_meta_eval(meta_eval: argparse.ArgumentParser) -> None:
     meta_eval.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"bootstrap seed (default {DEFAULT_SEED})")
     meta_eval.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES,
                            help=f"bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    meta_eval.add_argument("--metric-draws", type=int, default=METRIC_DRAWS, metavar="K",
+                           help=f"PERM-BOTH draws per pair of metrics for the significance clusters of SPA, acc_eq "
+                                f"and their WMT24 combination (default {METRIC_DRAWS}, as WMT; 0: no clusters)")
     _add_reading_options(meta_eval, format_flag=False)  # its --format is the judgments'
 
 

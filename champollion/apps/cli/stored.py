@@ -133,11 +133,14 @@ def cmd_meta_eval(args) -> int:
         meta_evaluate,
         table_headers,
         table_rows,
+        wmt_notes,
     )
     from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
 
     if args.resamples < 0:
         raise CliError("--resamples: must be 0 (no intervals) or more", EXIT_INVALID_INPUT)
+    if args.metric_draws < 0:
+        raise CliError("--metric-draws: must be 0 (no significance clusters) or more", EXIT_INVALID_INPUT)
     names = {}
     for pair in args.system:
         card, _, name = pair.partition("=")
@@ -159,7 +162,7 @@ def cmd_meta_eval(args) -> int:
                              {card: name for card, name in names.items() if card not in args.floor})
         floor = match_floor([(text, cards[text]) for text in args.floor], names, runs) if args.floor else None
         report = meta_evaluate(runs, judgments, args.lower_is_better, args.resamples, args.seed,
-                               args.metric_segments, floor)
+                               args.metric_segments, floor, args.metric_draws)
     except (InputError, JudgmentError, MetaEvalError) as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
     if args.json:
@@ -174,6 +177,7 @@ def cmd_meta_eval(args) -> int:
         print(f"floor: {len(floor)} degenerate systems ({', '.join(run.name for run in floor)}), not judged; "
               "K/N: how many of the N with a score the metric ranks below every judged system")
     print(tabulate(table_rows(report), headers=table_headers(report), disable_numparse=True))
+    print("\n".join(wmt_notes(report)))
     failures = floor_failures(report)
     if failures:
         print("metrics that rank a degenerate system at or above a judged one:")

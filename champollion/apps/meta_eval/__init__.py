@@ -25,6 +25,11 @@ composite input's worst, so it is the card's own composite.
 With degenerate systems (`--floor`: systems that ignore their input,
 `champollion.core.degenerate`), each metric is also asked whether it ranks
 them below every judged system; they are not judged and enter no measure.
+
+WMT's statistics since 2024 (soft pairwise accuracy, tie-calibrated
+pairwise accuracy, their combination and the significance clusters of
+metrics) are computed by `wmt.py` from the metrics' segment scores on the
+judged segments (`wmt_measures` here).
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from champollion.apps.meta_eval import wmt
 from champollion.apps.meta_eval.human_judgments import Judgments
 from gateway.card.adequacy import gated_statistics, inadequate_entries
 from gateway.card.bootstrap import ALPHA, percentile_interval, resample_counts
@@ -42,6 +48,8 @@ from gateway.card.metrics import METRICS
 
 COMPOSITE = "composite"
 MEASURES = ("system_pearson", "system_kendall", "pairwise_accuracy", "segment_kendall")
+# WMT's (wmt.py): each a value and a significance cluster rank; acc_eq with its epsilon.
+WMT_MEASURES = ("soft_pairwise_accuracy", "acc_eq", "acc23", "tau23", "wmt24")
 SEGMENT_KENDALL_VARIANT = "no grouping: one tau-b over every (system, segment) pair"
 # Which segments a metric's system score covers (module docstring).
 METRIC_SEGMENTS = ("all", "judged")
@@ -314,9 +322,10 @@ def _with_interval(values: np.ndarray) -> dict:
 
 def meta_evaluate(runs: list[SystemRun], judgments: Judgments, lower_is_better: bool,
                   resamples: int, seed: int, metric_segments: str = "all",
-                  floor: list[SystemRun] | None = None) -> dict:
+                  floor: list[SystemRun] | None = None, metric_draws: int = wmt.METRIC_DRAWS) -> dict:
     """The report; `floor`: degenerate systems (match_floor) each metric is
-    asked to rank below the real ones, None when not given."""
+    asked to rank below the real ones, None when not given; `metric_draws`:
+    PERM-BOTH draws per pair of metrics (0: no significance clusters)."""
     if metric_segments not in METRIC_SEGMENTS:
         raise MetaEvalError(f"metric segments must be one of {', '.join(METRIC_SEGMENTS)}, not {metric_segments!r}")
     human_all = human_matrix(runs, judgments, lower_is_better)
@@ -351,6 +360,9 @@ def meta_evaluate(runs: list[SystemRun], judgments: Judgments, lower_is_better: 
                 np.array([direction(metric_id) * run.system_scores(metric_id, counts[:1])[0] for run in floor]),
                 [run.name for run in floor]),
         }
+    measures, wmt_block = wmt_measures(runs, human, list(report_metrics), metric_draws, seed)
+    for metric_id, entry in report_metrics.items():
+        entry.update(measures[metric_id])
     return {
         "human": {"path": str(judgments.path), "format": judgments.format, "lower_is_better": lower_is_better},
         "corpus_version": runs[0].version,
@@ -363,7 +375,58 @@ def meta_evaluate(runs: list[SystemRun], judgments: Judgments, lower_is_better: 
         "metrics": report_metrics,
         # Metrics the cards carry statistics for but no system has a value of.
         "undefined_metrics": undefined,
+        "wmt": wmt_block,
     }
+
+
+def wmt_measures(runs: list[SystemRun], human: np.ndarray, metric_ids: list[str], draws: int,
+                 seed: int) -> tuple[dict[str, dict], dict]:
+    """WMT's measures per metric (WMT_MEASURES, None where the metric has no
+    segment score on some judged segment of some system: mt-metrics-eval
+    needs them complete) over the segments judged for every system, and
+    what they were computed on."""
+    judged = ~np.isnan(human).any(axis=0)
+    human = human[:, judged]
+    scores, incomplete = {}, {}
+    for metric_id in metric_ids:
+        values = direction(metric_id) * np.vstack([run.entry_values[metric_id][judged] for run in runs])
+        missing = int(np.isnan(values).sum())
+        if missing:
+            incomplete[metric_id] = missing
+        else:
+            scores[metric_id] = values
+    measures = {metric_id: dict.fromkeys(WMT_MEASURES) for metric_id in metric_ids}
+    pairs = {metric_id: wmt.ItemPairs.of(human, values) for metric_id, values in scores.items()}
+    epsilons = {metric_id: item_pairs.best_epsilon()[0] for metric_id, item_pairs in pairs.items()}
+    block = {
+        "segments": int(judged.sum()),
+        "spa": {"permutations": wmt.SPA_PERMUTATIONS, "seed": wmt.SPA_SEED, "p_value": "share of permutations at "
+                "least as far as observed, no +1"},
+        "acc_eq": {"grouping": "item (source segment)", "all_tied": None, "pairs": None},
+        "significance": {"test": "PERM-BOTH", "draws": draws, "block": wmt.BLOCK,
+                         "early_stop": [wmt.EARLY_BELOW, wmt.EARLY_ABOVE], "level": wmt.SIGNIFICANCE, "seed": seed},
+        "combination": {"tasks": dict(wmt.TASK_WEIGHTS)},
+        # Metric -> judged (system, segment) cells without a segment score.
+        "incomplete_metrics": incomplete,
+    }
+    if not scores or human.shape[1] < 2:
+        return measures, block
+    some = next(iter(pairs.values()))
+    block["acc_eq"].update(all_tied=some.all_tied(), pairs=int(some.weight.size))
+    tasks = {"soft_pairwise_accuracy": wmt.spa_task(human, scores, draws, seed),
+             "acc_eq": wmt.acc_eq_task(pairs, epsilons, draws, seed)}
+    combined = wmt.combined_task(tasks)
+    for metric_id, item_pairs in pairs.items():
+        spa, acc_eq = tasks["soft_pairwise_accuracy"], tasks["acc_eq"]
+        measures[metric_id] = {
+            "soft_pairwise_accuracy": {"value": spa.values[metric_id], "rank": spa.ranks[metric_id]},
+            "acc_eq": {"value": acc_eq.values[metric_id], "epsilon": epsilons[metric_id],
+                       "rank": acc_eq.ranks[metric_id]},
+            "acc23": {"value": item_pairs.accuracy(0.0)},
+            "tau23": {"value": item_pairs.tau23(0.0)},
+            "wmt24": {"value": combined.values[metric_id], "rank": combined.ranks[metric_id]},
+        }
+    return measures, block
 
 
 def table_rows(report: dict) -> list[list[str]]:
@@ -380,15 +443,48 @@ def table_rows(report: dict) -> list[list[str]]:
         return [] if floor is None else [f"{floor['below_every_real_system']}/{floor['degenerate']}"]
 
     return [[f"{metric_id} (negated)" if entry["negated"] else metric_id, *(cell(entry[m]) for m in MEASURES),
-             *floor_cell(entry["floor"])]
+             *wmt_cells(entry), *floor_cell(entry["floor"])]
             for metric_id, entry in report["metrics"].items()]
 
 
-TABLE_HEADERS = ["metric", "system Pearson", "system Kendall", "pairwise accuracy", "segment Kendall"]
+def wmt_cells(entry: dict) -> list[str]:
+    """SPA, acc_eq, its epsilon, acc23, tau23 and the WMT24 combination;
+    a value's significance cluster in parentheses."""
+    def ranked(measure: dict | None) -> str:
+        if measure is None:
+            return "-"
+        rank = measure.get("rank")
+        return f"{measure['value']:.3f}" + ("" if rank is None else f" ({rank})")
+
+    acc_eq = entry.get("acc_eq")
+    return [ranked(entry.get("soft_pairwise_accuracy")), ranked(acc_eq),
+            "-" if acc_eq is None else f"{acc_eq['epsilon']:.4g}",
+            ranked(entry.get("acc23")), ranked(entry.get("tau23")), ranked(entry.get("wmt24"))]
+
+
+TABLE_HEADERS = ["metric", "system Pearson", "system Kendall", "pairwise accuracy", "segment Kendall",
+                 "SPA", "acc_eq", "ε", "acc23", "τ23", "WMT24"]
 
 
 def table_headers(report: dict) -> list[str]:
     return TABLE_HEADERS + ([] if report["floor_systems"] is None else ["floor"])
+
+
+def wmt_notes(report: dict) -> list[str]:
+    """What the WMT columns were computed on, for the table's reader."""
+    block = report["wmt"]
+    significance = block["significance"]
+    clusters = (f"(N): significance cluster, PERM-BOTH with {significance['draws']} draws per pair of metrics, "
+                f"p <= {significance['level']}" if significance["draws"] else "no significance clusters (0 draws)")
+    lines = [f"SPA, acc_eq, acc23, τ23 (ε 0), WMT24 (mean of SPA and acc_eq) over the {block['segments']} segments "
+             f"judged for every system; {clusters}"]
+    if block["acc_eq"]["all_tied"] is not None:
+        lines.append(f"acc_eq: a metric that ties every pair scores {block['acc_eq']['all_tied']:.3f} (the humans "
+                     "tie that share of pairs, averaged over segments)")
+    if block["incomplete_metrics"]:
+        lines.append("no segment score on every judged segment (none of WMT's measures): "
+                     + ", ".join(block["incomplete_metrics"]))
+    return lines
 
 
 def floor_failures(report: dict) -> list[str]:
