@@ -23,7 +23,7 @@ from champollion.core.run_card import reproducible_part, run_card_from_proto
 from gateway.server.config import GatewayConfig
 from gateway.server.spill import RunSpill
 from gateway.server.spill import default_directory as default_spill_directory
-from tests.conftest import evaluate, make_request
+from tests.conftest import EXAMPLE, evaluate, make_request
 from tests.test_fanout import DEADLINE_SECONDS, OverrunningFirstCalls
 from tests.test_multiprocess import evaluate as evaluate_at
 from tests.test_multiprocess import example_run
@@ -358,3 +358,25 @@ def test_sigterm_ends_evaluate_as_ctrl_c_does_with_143_and_one_line(tmp_path, ta
     assert not list(spills.glob("run-*.sqlite"))
     assert not any(Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived its command"
 
+
+
+@pytest.mark.parametrize("difficulty", [3, 0])
+def test_no_folder_is_left_in_tmpdir_after_a_run_or_a_refusal(tmp_path, difficulty):
+    """A run (difficulty 3) or one the gateway refuses (difficulty 0 is out
+    of range): the spill folder goes with the run's spill, so $TMPDIR is as
+    the command found it (issue 37: an empty champollion-spill-N stayed)."""
+    corpus = json.loads((EXAMPLE / "corpus.json").read_text(encoding="utf-8"))
+    corpus["entries"] = corpus["entries"][:3]
+    corpus["entries"][1]["difficulty"] = difficulty
+    (tmp_path / "corpus.json").write_text(json.dumps(corpus), encoding="utf-8")
+    predictions = [line for line in (EXAMPLE / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+                   if json.loads(line)["id"] in {entry["id"] for entry in corpus["entries"]}]
+    (tmp_path / "predictions.jsonl").write_text("\n".join(predictions) + "\n", encoding="utf-8")
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(tmp_path / "corpus.json"),
+         str(tmp_path / "predictions.jsonl"), "--no-store", "--metrics", "chrf"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(temporary)})
+    assert done.returncode == (0 if difficulty else 2), done.stderr
+    assert not list(temporary.iterdir())

@@ -2,7 +2,8 @@
 until the run card is out, but need not hold in memory.
 
 One SQLite database per run, removed when the run ends, in one folder per
-user (``$TMPDIR/champollion-spill-<uid>/``, or the ``directory`` given) where
+user (``$TMPDIR/champollion-spill-<uid>/``, or the ``directory`` given; the
+folder is removed with its last spill, so nothing stays in $TMPDIR) where
 a restarted gateway finds what a killed one left: each file is named after
 its gateway's process id and flock()ed while in use, and ``remove_stale``
 (at gateway start) deletes those whose lock is free and whose process is
@@ -86,18 +87,41 @@ def remove_stale(directory: Path | None = None) -> list[Path]:
         except (BlockingIOError, FileNotFoundError):
             continue  # in use after all, or removed by another gateway
         removed.append(path)
+    if removed:
+        try:
+            directory.rmdir()  # empty now, unless a run is in it
+        except OSError:
+            pass
     return removed
+
+
+# Tries at creating a spill while another run's close removes the empty folder.
+_CREATE_TRIES = 5
+
+
+def _create_locked(path: Path):
+    """The new file `path`, flock()ed, its folder made (owner only) if
+    needed; again when a spill closing elsewhere removed the folder between
+    the two."""
+    for attempt in range(_CREATE_TRIES):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            handle = open(path, "xb")
+        except FileNotFoundError:
+            if attempt == _CREATE_TRIES - 1:
+                raise
+            continue
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        return handle
 
 
 class RunSpill:
     def __init__(self, directory: Path | None = None):
         directory = directory or default_directory()
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._path = directory / f"run-{os.getpid()}-{uuid.uuid4().hex}.sqlite"
         # Locked before SQLite opens it, held until it is deleted (flock and
         # SQLite's own fcntl locks do not interfere).
-        self._lock = open(self._path, "xb")
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        self._lock = _create_locked(self._path)
         # Written from the event loop, read from one worker thread afterwards;
         # never both at once.
         self._db = sqlite3.connect(self._path, check_same_thread=False)
@@ -112,6 +136,12 @@ class RunSpill:
         self._db.close()
         self._path.unlink(missing_ok=True)
         self._lock.close()
+        # The folder goes with the last spill in it, so that no run leaves
+        # anything in $TMPDIR; it fails, as it should, while others are in it.
+        try:
+            self._path.parent.rmdir()
+        except OSError:
+            pass
 
     def size_bytes(self) -> int:
         return self._path.stat().st_size

@@ -124,7 +124,7 @@ def _campaign_judgments(args, campaign_id: str):
 
 def cmd_meta_eval(args) -> int:
     """Agreement of each metric of the given run cards with human judgments
-    (champollion/apps/meta_eval.py)."""
+    (champollion/apps/meta_eval/)."""
     from champollion.apps.meta_eval import (
         MetaEvalError,
         floor_failures,
