@@ -142,6 +142,12 @@ def test_show_summarises_and_json_and_out_give_the_card(cli, stack, tmp_path):
     as_json = cli("show", prefix, "--gateway", stack.gateway_address, "--json", "-o", out)
     assert json.loads(as_json.stdout) == {key: value for key, value in card.items() if key != "entries"}
     assert json.loads(out.read_text(encoding="utf-8")) == card
+    # A card file is summarised as the stored run is; a path naming no file says so.
+    from_file = cli("show", out)
+    assert from_file.exit_code == 0, from_file.stderr
+    assert from_file.stdout.splitlines()[0] == shown.stdout.splitlines()[0]
+    missing = cli("show", tmp_path / "missing.json")
+    assert missing.exit_code == 2 and missing.stderr == f"champollion: error: {tmp_path / 'missing.json'}: no such file\n"
 
 
 def test_warnings_are_printed_once_and_colour_only_on_a_terminal(monkeypatch):

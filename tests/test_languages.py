@@ -335,13 +335,19 @@ def test_a_gateways_refusal_names_the_flag_that_gave_the_language(cli, stack, tm
 
 
 def test_describe_lists_written_cards_and_how_a_generic_one_is_built(cli, stack):
-    result = cli("describe", "--languages", "--gateway", stack.gateway_address)
+    result = cli("describe", "--languages", "--gateway", stack.gateway_address, "--json")
     assert result.exit_code == 0, result.stderr
     described = json.loads(result.stdout)
     codes = {language["code"]: language for language in described["languages"]}
     assert set(codes) == {card.code for card in CARDS.cards()}
     assert codes["zho"]["aliases"] == ["zh", "cmn"] and codes["zho"]["scripts"] == ["Hans", "Hant"]
     assert "generic card" in described["generic_card"] and "sacreBLEU's CLI" in described["generic_card"]
+    # Without --json, a summary: a line per written card, then the generic card.
+    table = cli("describe", "--languages", "--gateway", stack.gateway_address)
+    assert table.exit_code == 0, table.stderr
+    assert f"{len(codes)} written language cards" in table.stdout
+    assert any(line.split()[:2] == ["zho", "Chinese"] and "Hans, Hant" in line for line in table.stdout.splitlines())
+    assert "any other language: a language without a written card" in table.stdout
 
 
 def test_registered_corpora_store_canonical_tags(stack):

@@ -349,6 +349,19 @@ def plain_text_run(stack, tmp_path_factory) -> dict:
             "loaded": [json.loads(card.read_text(encoding="utf-8")) for card in cards]}
 
 
+def test_report_takes_evaluates_short_flags_and_several_files_after_one_flag(cli, plain_text_run, tmp_path):
+    """`-s -r -i`, as evaluate reads them, and one -i (or --predictions)
+    for every card: the page of the long flags, each repeated."""
+    files, cards = plain_text_run["files"], plain_text_run["cards"]
+    long_form, short_form = tmp_path / "long.html", tmp_path / "short.html"
+    assert cli("report", *cards, "--src", files["src"], "--ref", files["ref"], "--hyp", files["hyp1"],
+               "--hyp", files["hyp2"], "-o", long_form).exit_code == 0
+    result = cli("report", *cards, "-s", files["src"], "-r", files["ref"], "-i", files["hyp1"], files["hyp2"],
+                 "-o", short_form)
+    assert result.exit_code == 0, result.stderr
+    assert short_form.read_text(encoding="utf-8") == long_form.read_text(encoding="utf-8")
+
+
 def test_report_from_plain_text_files_shows_every_segment_side_by_side(cli, plain_text_run, browser, tmp_path):
     files, lines, (card1, card2) = plain_text_run["files"], plain_text_run["lines"], plain_text_run["loaded"]
     out = tmp_path / "plain.html"

@@ -99,7 +99,7 @@ def rate_everything(store: RunStore, campaign: dict, quality: dict[str, float], 
             store.save_ratings(campaign["campaign_id"], reviewer, position, checked_ratings(task["systems"], form))
 
 
-def test_a_scripted_campaign_ranks_the_systems_and_meta_eval_reads_it(scored, store_url, capsys,
+def test_a_scripted_campaign_ranks_the_systems_and_meta_eval_reads_it(scored, store_url, capsys, tmp_path,
                                                                       run_card_validator):
     store = copied_store(store_url, scored)
     try:
@@ -134,6 +134,16 @@ def test_a_scripted_campaign_ranks_the_systems_and_meta_eval_reads_it(scored, st
     assert sorted(human, key=human.get, reverse=True) == scored["runs"]
     assert report["segments"]["used"] == 60
     assert report["metrics"]["chrf_plus_plus"]["system_kendall"]["value"] == pytest.approx(1.0)
+
+    # The exported judgments name systems by run id: meta-eval matches the runs to them with no --system.
+    exported = tmp_path / "campaign.tsv"
+    assert run_cli("review", "results", campaign["campaign_id"], "--tsv", "-o", exported, "--store", store_url) == 0
+    capsys.readouterr()
+    assert run_cli("meta-eval", *scored["runs"], "--human", exported, "--store", store_url, "--resamples", "50",
+                   "--metric-draws", "0", "--json") == 0
+    from_file = json.loads(capsys.readouterr().out)
+    assert [system["name"] for system in from_file["systems"]] == scored["runs"]
+    assert from_file["metrics"]["chrf_plus_plus"]["system_kendall"]["value"] == pytest.approx(1.0)
 
     # The run card read back carries the campaign, and still says heuristic.
     capsys.readouterr()

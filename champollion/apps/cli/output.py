@@ -296,5 +296,21 @@ def description_summary(description: dict, style: Style) -> list[str]:
     return lines
 
 
+def languages_summary(description: dict, style: Style) -> list[str]:
+    """`describe --languages`: every written card, then how any other
+    language is scored."""
+    rows = [[language["code"], language.get("name", ""), ", ".join(language.get("aliases") or []),
+             ", ".join(language.get("scripts") or []), language.get("profile", ""),
+             language.get("bleu_tokenizer", "")] for language in description.get("languages") or []]
+    table = tabulate(rows, headers=["code", "name", "aliases", "scripts", "profile", "BLEU tokenizer"],
+                     tablefmt="simple", disable_numparse=True)
+    lines = [style.bold(f"{len(rows)} written language cards")]
+    lines += [line.rstrip() for line in table.splitlines()]
+    generic = description.get("generic_card")
+    if generic:
+        lines += ["", f"any other language: {generic}"]
+    return lines
+
+
 def emit(lines: Sequence[str], stream=None) -> None:
     print("\n".join(lines), file=stream if stream is not None else sys.stdout)

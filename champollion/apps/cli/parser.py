@@ -249,8 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_reading_options(runs)
     runs.set_defaults(handler=_run_from("champollion.apps.cli.stored", "cmd_runs"))
 
-    show = commands.add_parser("show", help="summarise a stored run card (--json: the card)")
-    show.add_argument("run_id", help="a stored run's id, or its first 6+ characters")
+    show = commands.add_parser("show", help="summarise a run card, stored or in a file (--json: the card)")
+    show.add_argument("run_id", metavar="CARD_OR_RUN_ID",
+                      help="a run card JSON file, or a stored run's id (or its first 6+ characters)")
     show.add_argument("-o", "--out", metavar="CARD.json", help="also write the whole run card (entries included) here")
     _add_reading_options(show, json_help="the run card (without its entries unless --entries) instead of the summary")
     show.add_argument("--entries", action="store_true", help="with --json: the per-entry results too")
@@ -304,15 +305,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("-o", "--out", required=True, metavar="REPORT.html", help="the report's file")
     report.add_argument("--corpus", metavar="CORPUS", help="the runs' corpus file: sources, references and "
                         "domains for the worst entries and the by-domain breakdown (cards do not carry texts)")
-    report.add_argument("--predictions", metavar="PREDICTIONS", action="append", default=[],
-                        help="a run's predictions file, once per card in the same order: its outputs and latencies")
-    report.add_argument("--src", metavar="SRC.txt", help="plain text instead of --corpus: the sources, one "
+    report.add_argument("--predictions", metavar="PREDICTIONS", nargs="+", action="extend", default=[],
+                        help="the runs' predictions files, one per card in the same order (after one flag or "
+                             "each after its own): their outputs and latencies")
+    report.add_argument("-s", "--src", metavar="SRC.txt", help="plain text instead of --corpus: the sources, one "
                         "segment a line, line N being entry line-N as `evaluate --src` reads it ('-': stdin)")
-    report.add_argument("--ref", action="append", default=[], metavar="REF.txt",
+    report.add_argument("-r", "--ref", action="append", default=[], metavar="REF.txt",
                         help="plain text: references, one a line (the first is shown)")
-    report.add_argument("--hyp", action="append", default=[], metavar="HYP.txt",
-                        help="plain text instead of --predictions: a run's translations, one a line, once per card "
-                             "in the same order")
+    report.add_argument("-i", "--hyp", nargs="+", action="extend", default=[], metavar="HYP.txt",
+                        help="plain text instead of --predictions: the runs' translations, one a line, one file per "
+                             "card in the same order (after one flag or each after its own)")
     _add_reading_options(report, json_help=None)
     report.set_defaults(handler=_run_from("champollion.apps.cli.stored", "cmd_report"))
 

@@ -27,6 +27,7 @@ from champollion.apps.cli.output import (
     description_summary,
     emit,
     heading,
+    languages_summary,
     warning_lines,
 )
 from champollion.apps.client import Client, InvalidArgument, Progress
@@ -395,8 +396,10 @@ def cmd_describe(args) -> int:
         # The written cards, and how any other language is scored.
         description = {"languages": description.get("languages", []),
                        "generic_card": description.get("generic_card", "")}
-    if args.json or args.languages:
+    if args.json:
         write_json(description, None)
+    elif args.languages:
+        emit(languages_summary(description, Style(sys.stdout)))
     else:
         emit(description_summary(description, Style(sys.stdout)))
     return 0

@@ -39,8 +39,7 @@ def cmd_show(args) -> int:
                        EXIT_INVALID_INPUT)
     from champollion.apps.cli.output import Style, card_summary, emit  # the metric table: not for `runs`
 
-    with reading_client(args) as client:
-        card = client.show(args.run_id)
+    card = _cards(args, [args.run_id])[args.run_id]
     if args.out:
         write_json(card, args.out)
     if args.json:

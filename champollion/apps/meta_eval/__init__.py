@@ -126,13 +126,16 @@ def _number(value) -> float:
 
 def match_systems(cards: list[tuple[str, dict]], judgments: Judgments, names: dict[str, str]) -> list[SystemRun]:
     """Each (source, card) matched to a judged system: `names[source]` (from
-    --system), else the card's model_slug. All of one corpus version."""
+    --system), else the card's run id when the judgments name systems by run
+    id (`review results --tsv` does), else its model_slug. All of one corpus
+    version."""
     unknown = set(names) - {source for source, _ in cards}
     if unknown:
         raise MetaEvalError(f"--system: {sorted(unknown)[0]!r} is none of the run cards given")
     runs = []
     for source, card in cards:
-        name = names.get(source) or card.get("model_slug") or ""
+        by_run_id = card.get("run_id") if card.get("run_id") in judgments.scores else None
+        name = names.get(source) or by_run_id or card.get("model_slug") or ""
         if name not in judgments.scores:
             judged = ", ".join(sorted(judgments.scores))
             raise MetaEvalError(f"{source}: system {name!r} has no judgments in {judgments.path} "

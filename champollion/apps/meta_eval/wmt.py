@@ -169,11 +169,12 @@ class ItemPairs:
 # --- significance between metrics (PERM-BOTH) ---------------------------------------------
 
 def _zscore(values: np.ndarray) -> np.ndarray:
-    """Standard scores over every cell, as mt-metrics-eval standardises
-    before swapping; a constant metric's are all 0 (scipy gives NaN)."""
-    from scipy.stats import zscore
-
-    return np.nan_to_num(zscore(values, axis=None))
+    """Standard scores over every cell (population deviation), as
+    mt-metrics-eval standardises with scipy.stats.zscore before swapping;
+    a constant metric's are all 0 where scipy's would be NaN, with a
+    warning on a terminal."""
+    deviation = values.std()
+    return (values - values.mean()) / deviation if deviation > 0 else np.zeros_like(values)
 
 
 @dataclass
