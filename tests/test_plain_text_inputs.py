@@ -36,7 +36,7 @@ def files(tmp_path):
 def test_entries_are_lines_with_every_reference(files):
     corpus, predictions = load_plain_text_run(files["src"], [files["ref_a"], files["ref_b"]], files["hyp"],
                                               "eng", "deu")
-    assert (corpus.id, corpus.source_lang, corpus.target_lang) == ("newstest.en-de", "eng", "deu")
+    assert (corpus.id.rsplit("-", 1)[0], corpus.source_lang, corpus.target_lang) == ("newstest.en-de", "eng", "deu")
     assert [entry.id for entry in corpus.entries] == ["line-1", "line-2", "line-3"]
     assert [entry.source for entry in corpus.entries] == SOURCES
     assert [entry.reference for entry in corpus.entries] == REFERENCES_A
@@ -66,11 +66,11 @@ def test_a_dash_reads_standard_input_for_one_file(files, monkeypatch):
     monkeypatch.setattr(sys, "stdin", stdin)
     corpus, predictions = load_plain_text_run(files["src"], [files["ref_a"]], "-", "eng", "deu")
     assert [p.prediction for p in predictions.predictions] == HYPOTHESES
-    assert str(predictions.path) == "<stdin>" and corpus.id == "newstest.en-de"
+    assert str(predictions.path) == "<stdin>" and corpus.id.startswith("newstest.en-de-")
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("".join(f"{s}\n" for s in SOURCES).encode())))
     corpus, _ = load_plain_text_run("-", [files["ref_a"], files["ref_b"]], files["hyp"], "eng", "deu")
     assert [entry.source for entry in corpus.entries] == SOURCES
-    assert corpus.id == "newstest.en-de.ref"  # the references' names alone
+    assert corpus.id.rsplit("-", 1)[0] == "newstest.en-de.ref"  # the references' names alone
     with pytest.raises(InputError, match=r"standard input\) given for more than one file"):
         load_plain_text_run("-", [files["ref_a"]], "-", "eng", "deu")
 
@@ -101,13 +101,38 @@ def test_encoding_errors_and_blank_references_name_file_and_line(files, tmp_path
         load_plain_text_run(files["src"], [str(tmp_path / "no-such-file")], files["hyp"], "eng", "deu")
 
 
-def test_dataset_id_comes_from_the_source_and_reference_names(tmp_path):
+def test_dataset_id_comes_from_the_file_names_and_the_texts(tmp_path):
     src = write_lines(tmp_path / "src.txt", ["a"])
     ref = write_lines(tmp_path / "ref.txt", ["b"])
     corpus, _ = load_plain_text_run(src, [ref], write_lines(tmp_path / "wmt.hyp", ["c"]), "eng", "deu")
-    assert corpus.id == "src"  # nothing in common: the source's name
+    name, digest = corpus.id.rsplit("-", 1)
+    assert name == "src" and len(digest) == 8  # nothing in common: the source's name, then the texts' digest
+    # The system plays no part: every system on these files is on one board.
     other_hyp = write_lines(tmp_path / "other.hyp", ["d"])
-    assert load_plain_text_run(src, [ref], other_hyp, "eng", "deu")[0].id == "src"
+    assert load_plain_text_run(src, [ref], other_hyp, "eng", "deu")[0].id == corpus.id
+    # Other texts under the same names: another dataset (issue 37: every src.en was one board).
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other_src = write_lines(elsewhere / "src.txt", ["a different source"])
+    other_ref = write_lines(elsewhere / "ref.txt", ["b"])
+    other = load_plain_text_run(other_src, [other_ref], other_hyp, "eng", "deu")[0].id
+    assert other.startswith("src-") and other != corpus.id
+    # The same texts under other names: the same digest.
+    renamed = write_lines(elsewhere / "renamed.txt", ["a"])
+    assert load_plain_text_run(renamed, [write_lines(elsewhere / "r2.txt", ["b"])], other_hyp, "eng",
+                               "deu")[0].id.endswith(digest)
+
+
+def test_evaluate_dataset_id_names_the_board(cli, stack, tmp_path):
+    src = write_lines(tmp_path / "src.en", SOURCES)
+    ref = write_lines(tmp_path / "ref.de", REFERENCES_A)
+    hyp = write_lines(tmp_path / "hyp.de", HYPOTHESES)
+    named = cli("evaluate", "-s", src, "-r", ref, "-i", hyp, "--source-lang", "en", "--target-lang", "de",
+                "--dataset-id", "my-set.v1", "--gateway", stack.gateway_address, "--json", "--metrics", "chrf")
+    assert named.exit_code == 0, named.stderr
+    assert json.loads(named.stdout)["dataset"]["id"] == "my-set.v1"
+    refused = cli("evaluate", "--corpus-id", "x", hyp, "--dataset-id", "y", "--gateway", stack.gateway_address)
+    assert refused.exit_code == 2 and "--dataset-id with --corpus-id" in refused.stderr
 
 
 # --- TSV and CSV corpora -------------------------------------------------------
@@ -121,7 +146,7 @@ def test_tsv_columns_map_to_the_json_corpus_fields(tmp_path):
         "e2\tHello\tHallo\tServus\tGrüß Gott\t\t\t\t\n",
         encoding="utf-8")
     corpus = load_corpus(path, "eng", "deu")
-    assert (corpus.id, corpus.source_lang, corpus.target_lang) == ("tiny", "eng", "deu")
+    assert (corpus.id.rsplit("-", 1)[0], corpus.source_lang, corpus.target_lang) == ("tiny", "eng", "deu")
     first, second = corpus.entries
     assert first.source == '"Quoted," he said.' and first.reference == '„Zitiert", sagte er.'
     assert list(first.extra_references) == ["Zitiert, sagte er."]  # an empty reference_3 cell: none

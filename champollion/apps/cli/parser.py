@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "send predictions only)")
     evaluate.add_argument("--corpus-version", metavar="V",
                           help="with --corpus-id: its version number or hash (prefix); default the latest")
+    evaluate.add_argument("--dataset-id", metavar="ID",
+                          help="the corpus's dataset id (the board its runs are on); default: the corpus file's "
+                               "own id, else a name from the file names and a digest of the texts")
     evaluate.add_argument("--meta", action="append", metavar="META.json",
                           help="run metadata JSON (model, timings, pricing); once for every system, or once per "
                                "system in order")

@@ -173,15 +173,21 @@ def _selection(args):
 
 def _load_run(args, kind: str, files: list[str]):
     """(corpus, each system's predictions, the file a corpus field's error names)."""
-    if kind == "plain":
-        corpus, runs = load_plain_text_runs(args.src, list(args.ref), files, args.source_lang, args.target_lang)
-        return corpus, [in_corpus_order(predictions, corpus) for predictions in runs], Path(args.src)
     if kind == "registered":  # scored server-side: predictions only
+        if args.dataset_id:
+            raise CliError("--dataset-id with --corpus-id: a registered corpus has its id", EXIT_INVALID_INPUT)
         corpus = gateway_pb2.CorpusRef(id=args.corpus_id, version=args.corpus_version or "")
         return corpus, [load_predictions(Path(name)) for name in files], None
-    corpus_path = Path(args.corpus)
-    corpus = load_corpus(corpus_path, args.source_lang, args.target_lang)
-    return corpus, [in_corpus_order(load_predictions(Path(name)), corpus) for name in files], corpus_path
+    if kind == "plain":
+        corpus, runs = load_plain_text_runs(args.src, list(args.ref), files, args.source_lang, args.target_lang)
+        corpus_path = Path(args.src)
+    else:
+        corpus_path = Path(args.corpus)
+        corpus = load_corpus(corpus_path, args.source_lang, args.target_lang)
+        runs = [load_predictions(Path(name)) for name in files]
+    if args.dataset_id:
+        corpus.id = args.dataset_id
+    return corpus, [in_corpus_order(predictions, corpus) for predictions in runs], corpus_path
 
 
 def _metas(args, files: list[str], names: list[str]) -> list[tuple[gateway_pb2.RunMeta, Path | None]]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from champollion.apps.inputs.corpus_table import TABLE_SUFFIXES, load_table_corpus
+from champollion.apps.inputs.dataset_names import content_dataset_id
 from champollion.eval.v1 import family_pb2, gateway_pb2, run_card_pb2
 from champollion.apps.inputs.input_text import InputError, PredictionFile, check_text, decode_utf8
 from champollion.apps.inputs.plain_text import load_plain_text_run  # noqa: F401 (one place for every input format)
@@ -213,8 +214,9 @@ def load_corpus(path: Path, source_lang: str | None = None, target_lang: str | N
 def corpus_from_data(data, where: str, default_id: str, source_lang: str | None = None,
                      target_lang: str | None = None) -> gateway_pb2.Corpus:
     """A corpus file's parsed JSON (an object with entries, or a bare list of
-    entries) as a Corpus; `where` starts error messages, `default_id` is the
-    id when the data has none; languages given here override the data's."""
+    entries) as a Corpus; `where` starts error messages; when the data names
+    no id, its id is `default_id` and a digest of its content
+    (content_dataset_id); languages given here override the data's."""
     if isinstance(data, list):
         header, entries = {}, data
     elif isinstance(data, dict):
@@ -226,7 +228,7 @@ def corpus_from_data(data, where: str, default_id: str, source_lang: str | None 
     fields = _Fields(header, where)
     corpus = gateway_pb2.Corpus(
         # A string, as over the RPC: [1, 2] is no id (str() made it "[1, 2]").
-        id=fields.string("id") or default_id,
+        id=fields.string("id"),
         source_lang=source_lang or fields.string("source_lang") or "",
         target_lang=target_lang or fields.string("target_lang") or "",
     )
@@ -234,6 +236,8 @@ def corpus_from_data(data, where: str, default_id: str, source_lang: str | None 
         if not getattr(corpus, name):
             raise InputError(f"{where}: {name}: missing (set it in the corpus or pass --{name.replace('_', '-')})")
     corpus.entries.extend(_corpus_entry(entry, f"{where}: entries[{index}]") for index, entry in enumerate(entries))
+    if not corpus.id:
+        corpus.id = content_dataset_id(default_id, corpus)
     return corpus
 
 

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from champollion.eval.v1 import gateway_pb2
+from champollion.apps.inputs.dataset_names import content_dataset_id
 from champollion.apps.inputs.input_text import InputError, check_text, decode_utf8_lines
 
 TABLE_SUFFIXES = (".tsv", ".csv")
@@ -122,7 +123,7 @@ def load_table_corpus(path: Path, source_lang: str | None, target_lang: str | No
                              f"--{name.replace('_', '-')}")
     text = decode_utf8_lines(data, str(path))
     rows = _reader(text, path.suffix.lower())
-    corpus = gateway_pb2.Corpus(id=path.stem, source_lang=source_lang, target_lang=target_lang)
+    corpus = gateway_pb2.Corpus(source_lang=source_lang, target_lang=target_lang)
     columns = None
     try:
         for row in rows:
@@ -147,4 +148,5 @@ def load_table_corpus(path: Path, source_lang: str | None, target_lang: str | No
         raise InputError(f"{path}:{rows.line_num}: malformed {path.suffix[1:].upper()}: {error}") from None
     if columns is None:
         raise InputError(f"{path}: empty: no header row")
+    corpus.id = content_dataset_id(path.stem, corpus)
     return corpus

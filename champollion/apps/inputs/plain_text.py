@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from champollion.eval.v1 import gateway_pb2
+from champollion.apps.inputs.dataset_names import content_dataset_id
 from champollion.apps.inputs.input_text import InputError, PredictionFile, decode_utf8
 
 STDIN = "-"
@@ -65,7 +66,8 @@ def _check_blank(segments: list[str], name: str, role: str) -> None:
 
 
 def dataset_id(src: str, refs: list[str]) -> str:
-    """The file names' common dot-separated start (`newstest2021.en-de` for
+    """The name a plain-text corpus's id starts with (content_dataset_id
+    adds its digest): the file names' common dot-separated start (`newstest2021.en-de` for
     `newstest2021.en-de.src.en` and `newstest2021.en-de.ref.A.de`); else
     the source file's name without its last suffix (the first reference's
     when the source is standard input). The hypothesis file plays no part,
@@ -136,10 +138,11 @@ def load_plain_text_runs(src: str, refs: list[str], hyps: list[str], source_lang
     _check_blank(sources, src, "source")
     for name, segments in zip(refs, references):
         _check_blank(segments, name, "reference")
-    corpus = gateway_pb2.Corpus(id=dataset_id(src, refs), source_lang=source_lang, target_lang=target_lang)
+    corpus = gateway_pb2.Corpus(source_lang=source_lang, target_lang=target_lang)
     for index, source in enumerate(sources):
         corpus.entries.add(id=entry_id(index + 1), source=source, reference=references[0][index],
                            extra_references=[stream[index] for stream in references[1:]])
+    corpus.id = content_dataset_id(dataset_id(src, refs), corpus)
     runs = []
     for hyp, lines in zip(hyps, hypotheses):
         predictions = PredictionFile(Path(_display(hyp)))
