@@ -122,3 +122,18 @@ def test_refusals():
         compare_all([one, one], metric_ids=["bleu"])
     with pytest.raises(ValueError, match="tie threshold"):
         compare_all([one, one], tie_threshold=-1)
+
+
+def test_a_direction_given_ranks_the_other_way(four_runs):
+    """A board sorted lowest first ranks by the lower value: each range is
+    the metric's own reversed (best' = n + 1 - worst), and the clusters
+    count from the other end; the verdicts are the same."""
+    own = compare_all(four_runs, samples=500, seed=7)["metrics"]["exact_match_rate"]
+    lowest = compare_all(four_runs, samples=500, seed=7, descending=False)["metrics"]["exact_match_rate"]
+    assert own["higher_is_better"] and not lowest["higher_is_better"]
+    assert lowest["pairs"] == own["pairs"] and lowest["ci"] == own["ci"]
+    assert lowest["rank_ranges"] == [[5 - worst, 5 - best] for best, worst in own["rank_ranges"]]
+    # Weakest (run 0) first now; the two middle ones still share a cluster.
+    assert lowest["clusters"][0] == 1 and lowest["clusters"][1] == lowest["clusters"][2]
+    assert lowest["clusters"][3] == max(lowest["clusters"])
+    assert compare_all(four_runs, samples=500, seed=7, descending=True)["metrics"]["exact_match_rate"] == own
