@@ -155,6 +155,21 @@ def test_one_ranked_run_and_too_many_have_a_note(store):
     assert unranked_note("composite_score", MAX_RANKED_RUNS) is None
 
 
+def test_a_board_of_more_pairs_than_the_resamples_resolve_says_no_pair_can_be_significant(store):
+    """1,000 resamples give no p-value below 1/1,001; Holm multiplies the
+    smallest by the pairs: 10 runs (45 pairs, 45/1,001 < 0.05) still
+    separate, 11 (55 pairs) cannot, however far apart the runs are."""
+    for count in range(10):
+        store_run(store, f"model-{count}", right_first(20 + 18 * count))
+    ten = leaderboard_for(store, MAINTAINER, DATASET)
+    assert ten["ranks_note"] is None and ten["rows"][0]["rank_range"] == [1, 1]
+    store_run(store, "model-10", right_first(200))
+    eleven = leaderboard_for(store, MAINTAINER, DATASET)
+    assert all(row["rank_range"] == [1, 11] and row["cluster"] == 1 for row in eleven["rows"])
+    assert eleven["ranks_note"].startswith("no pair can be significant: no p-value of 1,000 resamples is below "
+                                           "1/1,001, and Holm's correction multiplies the smallest by the 55 pairs")
+
+
 def test_runs_that_cannot_be_compared_leave_the_board_without_ranges(store, three):
     # A run with statistics for other entries than the rest (a corrupt store, or a
     # version whose entries changed): compare_all refuses, the board says so.
@@ -278,4 +293,5 @@ def test_a_non_metric_web_board_shows_the_note(board_store, tmp_path):
     app = create_app(WebSettings(board_store, str(tmp_path / "tokens.yaml"), secret="r" * 40))
     with TestClient(app) as visitor:
         page = visitor.get(f"/leaderboard/{DATASET}?sort=cost_adjusted").text
-    assert 'id="ranks-note">no intervals or rank ranges: cost_adjusted' in page and "data-rank-range" not in page
+    assert 'id="ranks-remark">no intervals or rank ranges: cost_adjusted' in page and "data-rank-range" not in page
+    assert 'id="ranks-note"' not in page

@@ -137,3 +137,17 @@ def test_a_direction_given_ranks_the_other_way(four_runs):
     assert lowest["clusters"][0] == 1 and lowest["clusters"][1] == lowest["clusters"][2]
     assert lowest["clusters"][3] == max(lowest["clusters"])
     assert compare_all(four_runs, samples=500, seed=7, descending=True)["metrics"]["exact_match_rate"] == own
+
+
+def test_holm_over_more_pairs_than_the_resamples_resolve_says_so(four_runs):
+    """The smallest p-value of B resamples is 1/(B+1); Holm multiplies it by
+    the m pairs, so nothing is significant once m/(B+1) >= 0.05. Four runs,
+    6 pairs: 119 resamples (6/120 = 0.05) resolve nothing, 120 (6/121) may."""
+    coarse = compare_all(four_runs, samples=119, seed=7)
+    assert not any(pair["significant"] for block in coarse["metrics"].values() for pair in block["pairs"])
+    assert coarse["warnings"] == ["no pair can be significant: no p-value of 119 resamples is below 1/120, and "
+                                  "Holm's correction multiplies the smallest by the 6 pairs (at least 120 "
+                                  "resamples would be needed)"]
+    fine = compare_all(four_runs, samples=120, seed=7)
+    assert fine["warnings"] == [] and any(pair["significant"] for pair in fine["metrics"]["composite"]["pairs"])
+    assert compare_all(four_runs, samples=119, seed=7, correction="bh")["warnings"] == []

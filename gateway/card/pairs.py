@@ -170,14 +170,27 @@ def compare_all(runs: Sequence[ComparableRun], samples: int | None = None, seed:
         metrics[metric_id] = _metric_block(higher, values, verdicts, per_entry, method, correction, tie_threshold,
                                            None if resampled is None else [r[metric_id] for r in resampled],
                                            metric_id)
+    floor = _resolution_floor(len(tests), samples, method, correction)
     return {
         "dataset_version": versions[0],
         "runs": len(runs),
         "metrics": metrics,
-        "warnings": warnings,
+        "warnings": warnings + ([floor] if floor and metrics else []),
         "test": {"method": method, "samples": samples, "seed": seed, "alpha": ALPHA, "correction": correction,
                  "tie_threshold": tie_threshold},
     }
+
+
+def _resolution_floor(pairs: int, samples: int, method: str, correction: str) -> str | None:
+    """Why Holm's correction can call no pair significant, where it cannot:
+    no p-value of `samples` resamples or trials is below 1/(samples + 1),
+    and Holm multiplies the smallest by the number of pairs."""
+    if correction != HOLM or pairs / (samples + 1) < ALPHA:
+        return None
+    what = "resamples" if method == BOOTSTRAP else "trials"
+    needed = int(pairs / ALPHA + 1e-9)  # the fewest with pairs / (samples + 1) < ALPHA
+    return (f"no pair can be significant: no p-value of {samples:,} {what} is below 1/{samples + 1:,}, and Holm's "
+            f"correction multiplies the smallest by the {pairs:,} pairs (at least {needed:,} {what} would be needed)")
 
 
 def _metric_block(higher: bool, values: list[float], verdicts: dict, per_entry: list[dict], method: str,

@@ -69,8 +69,9 @@ def unranked_note(column: str, group: int) -> str | None:
 
 def group_ranks(runs: Sequence[ComparableRun], names: Sequence[str], metric: str,
                 descending: bool) -> tuple[list[dict] | None, str | None]:
-    """(each run's {rank_range, ci, cluster} in the given order, None) or
-    (None, why there are none: the runs cannot be compared on `metric`)."""
+    """(each run's {rank_range, ci, cluster} in the given order, a remark
+    on them or None: no pair can be significant) or (None, why there are
+    none: the runs cannot be compared on `metric`)."""
     try:
         result = compare_all(runs, metric_ids=[metric], correction=HOLM, names=names, descending=descending)
     except CompareRefused as refused:
@@ -78,13 +79,15 @@ def group_ranks(runs: Sequence[ComparableRun], names: Sequence[str], metric: str
     block = result["metrics"].get(metric)
     if block is None:
         return None, "no intervals or rank ranges: " + "; ".join(result["warnings"])
-    return [{"rank_range": list(found), "ci": ci, "cluster": cluster}
-            for found, ci, cluster in zip(block["rank_ranges"], block["ci"], block["clusters"])], None
+    return ([{"rank_range": list(found), "ci": ci, "cluster": cluster}
+             for found, ci, cluster in zip(block["rank_ranges"], block["ci"], block["clusters"])],
+            "; ".join(result["warnings"]) or None)
 
 
 def with_ranks(board: dict, by_run: dict[str, dict], note: str | None) -> dict:
     """`board` with RANK_FIELDS on every row (those of `by_run`, keyed by
-    run id, else null) and `ranks_note`: why there are none (or null)."""
+    run id, else null) and `ranks_note`: why there are none, or a remark on
+    them (or null)."""
     empty = dict.fromkeys(RANK_FIELDS)
     rows = [{**row, **by_run.get(row["run_id"], empty)} for row in board["rows"]]
     return {**board, "rows": rows, "ranks_note": note}

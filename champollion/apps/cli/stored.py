@@ -205,7 +205,7 @@ def cmd_leaderboard(args) -> int:
     print(_board_table(systems, "rank", rank_text, board.sort))
     if any(row.get("rank_range") for row in systems):
         print(ranks_explained(board.sort, "blank lines separate significance clusters"))
-    elif board.ranks_note:
+    if board.ranks_note:
         print(f"({board.ranks_note})")
     if args.limit and len(systems) == args.limit:
         print(f"(the first {args.limit} rows; --limit 0 for all)")

@@ -115,7 +115,7 @@ class Leaderboard:
     corpus_version: str
     sort: str
     rows: list[dict] = field(default_factory=list)
-    # Why no row has a rank range or interval ("" when the ranked rows have them).
+    # Why no row has a rank range or interval, or a remark on them ("": none).
     ranks_note: str = ""
 
 
