@@ -28,7 +28,7 @@ from gateway.card.pairs import COMPOSITE, MIN_RUNS, compare_all
 from gateway.store.leaderboard import METRIC_COLUMNS
 
 # The fields each row gets (null where they do not apply); computed from
-# the references, so listed wherever a score is withheld (access.py).
+# the references, so nulled wherever a score is withheld (access.py).
 RANK_FIELDS = ("rank_range", "ci", "cluster")
 # Every pair of the group is tested: beyond this many ranked runs a board
 # carries no ranges (100 runs are 4,950 pairs, a few seconds).
