@@ -98,6 +98,7 @@ bench: install
 	$(BIN)/python bench/bootstrap.py
 	$(BIN)/python bench/fst_lookup.py
 	$(BIN)/python bench/leaderboard.py
+	$(BIN)/python bench/board_ranks.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/comet_service.py
 	$(BIN)/python bench/end_to_end.py

@@ -32,6 +32,7 @@ from champollion.apps.launch.embedded import EmbeddedStack
 from champollion.core.serving import ServerTls
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
+from gateway.server.board_ranks import LADDER_NOTE
 from gateway.server.config import GatewayConfig
 from gateway.server.tokens import Token, TokenFile, new_token, token_hash, token_line
 from gateway.store import RunStore
@@ -225,6 +226,21 @@ def test_gold_runs_are_listed_and_ranked_for_maintainers_only(gateway, runs, cli
     listed = {run["run_id"]: run for run in json.loads(cli("runs", "--json", *maintainer).stdout)}
     assert listed[runs["alice"]["run_id"]]["submitted_by"] == "alice"
     assert listed[runs["bob"]["run_id"]]["submitted_by"] == "bob"
+
+
+def test_the_ladders_board_carries_no_rank_range_and_a_maintainers_holdout_board_does(gateway, runs):
+    """Issue 34: intervals and rank ranges are computed from the references;
+    the public board of a secret tier releases the Ladder's values only."""
+    rank_fields = ("rank_range", "ci", "cluster")
+    with client(gateway, "alice") as alice:
+        public = alice.leaderboard_page(HOLDOUT)
+    assert public.rows and all(row[field] is None for row in public.rows for field in rank_fields)
+    assert public.ranks_note == LADDER_NOTE
+    with client(gateway, "maintainer") as maintainer:
+        whole = maintainer.leaderboard_page(HOLDOUT, all_submissions=True)
+    ranked = [row for row in whole.rows if row["comparable"] and not row["floor"] and not row["disqualified"]]
+    assert {runs["alice"]["run_id"], runs["bob"]["run_id"]} <= {row["run_id"] for row in ranked}
+    assert whole.ranks_note == "" and all(row["rank_range"] and row["ci"] and row["cluster"] for row in ranked)
 
 
 def test_corpus_level_answers_name_no_private_provenance(gateway, runs):

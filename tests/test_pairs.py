@@ -122,3 +122,32 @@ def test_refusals():
         compare_all([one, one], metric_ids=["bleu"])
     with pytest.raises(ValueError, match="tie threshold"):
         compare_all([one, one], tie_threshold=-1)
+
+
+def test_a_direction_given_ranks_the_other_way(four_runs):
+    """A board sorted lowest first ranks by the lower value: each range is
+    the metric's own reversed (best' = n + 1 - worst), and the clusters
+    count from the other end; the verdicts are the same."""
+    own = compare_all(four_runs, samples=500, seed=7)["metrics"]["exact_match_rate"]
+    lowest = compare_all(four_runs, samples=500, seed=7, descending=False)["metrics"]["exact_match_rate"]
+    assert own["higher_is_better"] and not lowest["higher_is_better"]
+    assert lowest["pairs"] == own["pairs"] and lowest["ci"] == own["ci"]
+    assert lowest["rank_ranges"] == [[5 - worst, 5 - best] for best, worst in own["rank_ranges"]]
+    # Weakest (run 0) first now; the two middle ones still share a cluster.
+    assert lowest["clusters"][0] == 1 and lowest["clusters"][1] == lowest["clusters"][2]
+    assert lowest["clusters"][3] == max(lowest["clusters"])
+    assert compare_all(four_runs, samples=500, seed=7, descending=True)["metrics"]["exact_match_rate"] == own
+
+
+def test_holm_over_more_pairs_than_the_resamples_resolve_says_so(four_runs):
+    """The smallest p-value of B resamples is 1/(B+1); Holm multiplies it by
+    the m pairs, so nothing is significant once m/(B+1) >= 0.05. Four runs,
+    6 pairs: 119 resamples (6/120 = 0.05) resolve nothing, 120 (6/121) may."""
+    coarse = compare_all(four_runs, samples=119, seed=7)
+    assert not any(pair["significant"] for block in coarse["metrics"].values() for pair in block["pairs"])
+    assert coarse["warnings"] == ["no pair can be significant: no p-value of 119 resamples is below 1/120, and "
+                                  "Holm's correction multiplies the smallest by the 6 pairs (at least 120 "
+                                  "resamples would be needed)"]
+    fine = compare_all(four_runs, samples=120, seed=7)
+    assert fine["warnings"] == [] and any(pair["significant"] for pair in fine["metrics"]["composite"]["pairs"])
+    assert compare_all(four_runs, samples=119, seed=7, correction="bh")["warnings"] == []

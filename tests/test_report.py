@@ -13,8 +13,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from google.protobuf import json_format
 
+from champollion.apps.client import plain_row, rank_text
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from champollion.apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
 from champollion.apps.launch.embedded import EmbeddedStack
@@ -29,7 +29,7 @@ from champollion.apps.report.model import (
     segment_table,
     warnings_by_text,
 )
-from champollion.apps.report.render import script_json
+from champollion.apps.report.render import number, script_json
 from gateway.card.metrics import METRICS
 from tests.conftest import EXAMPLE, evaluate, run_cli
 
@@ -163,10 +163,7 @@ def board(runs, board_gateway) -> list[dict]:
     with grpc.insecure_channel(board_gateway) as channel:
         answer = gateway_pb2_grpc.GatewayStub(channel).Leaderboard(
             gateway_pb2.LeaderboardRequest(dataset_id=DATASET), timeout=60)
-    rows = [json_format.MessageToDict(row) for row in answer.rows]
-    for row in rows:  # Struct numbers are doubles
-        row["rank"] = int(row["rank"])
-    return rows
+    return [plain_row(row) for row in answer.rows]  # as the client reads them: whole numbers as integers
 
 
 def test_report_of_one_run_draws_every_chart_and_escapes_hostile_text(runs, browser, tmp_path):
@@ -234,7 +231,14 @@ def test_leaderboard_page_sorts_and_plots_the_runs_against_each_other(runs, boar
         index = keys.index(key)
         return [row.locator("td").nth(index).inner_text() for row in page.locator("#leaderboard tbody tr").all()]
 
-    assert column("rank") == ["1", "2", "3"]
+    # Each rank as its range (issue 34), the composite with its interval, a shading per cluster.
+    assert all(row["rank_range"] and row["ci"] for row in board)
+    assert column("rank") == [rank_text(row) for row in board]
+    assert column("composite_score") == [f"{number(row['composite_score'])} [{number(row['ci']['ci_lower'])}, "
+                                         f"{number(row['ci']['ci_upper'])}]" for row in board]
+    shading = page.eval_on_selector_all("#leaderboard tbody tr", "rows => rows.map(r => r.className)")
+    assert shading == [f"cluster-{row['cluster'] % 2}" for row in board]
+    assert page.locator("#ranks-note").inner_text().startswith("Rank: the ranks that paired bootstrap tests")
     costs = {row["model_slug"]: row["cost_per_entry_usd"] for row in board}
     page.locator("#leaderboard th", has_text="cost/entry").click()  # ascending first
     models = column("model_slug")

@@ -149,7 +149,11 @@ def test_leaderboard_all_submissions_and_other_orders(capsys, runs, store_gatewa
 def test_leaderboard_table_says_when_it_shows_a_page(capsys, runs, store_gateway):
     code, out, err = cli(capsys, "leaderboard", "--dataset", DATASET, "--gateway", store_gateway, "--limit", "1")
     assert code == 0, err
-    assert out.splitlines()[-1] == "(the first 1 rows; --limit 0 for all)" and len(out.splitlines()) == 5
+    lines = out.splitlines()
+    assert lines[-1] == "(the first 1 rows; --limit 0 for all)" and len(lines) == 6
+    # Under the table, what its rank ranges and intervals are (issue 34).
+    assert lines[-2].startswith("Rank: the ranks that paired bootstrap tests") and lines[3].split()[1] == \
+        "example-llm-mini"
     code, out, err = cli(capsys, "leaderboard", "--dataset", DATASET, "--gateway", store_gateway, "--limit", "-1")
     assert code == 2 and out == "" and err.strip().splitlines() == [
         "champollion: error: --limit: must be 0 (every row) or a positive number"]
@@ -162,10 +166,12 @@ def test_leaderboard_table(capsys, runs, store_gateway):
     assert lines[0].startswith(f"{DATASET}, corpus version {runs['a1']['dataset']['version'][:12]}")
     assert lines[1].split() == ["rank", "model", "composite", "chrF++", "BLEU", "TER", "cost/entry", "cost_adjusted",
                                 "flags"]
-    first, second = lines[3], lines[4]
-    assert first.split()[:3] == ["1", "example-llm-mini", f"{runs['a1']['scores']['composite']:.4g}"]
-    assert first.endswith("cherry-pick suspect (2 submissions)")
-    assert second.split()[:2] == ["2", "cheap-llm"] and "cherry-pick" not in second
+    # B is significantly worse (issue 34): ranks 1 and 2, two clusters, a blank line between them.
+    first, gap, second = lines[3:6]
+    composite = runs["a1"]["scores"]["composite"]
+    assert first.split()[:3] == ["1", "example-llm-mini", f"{composite:.4g}"]
+    assert first.split()[3].startswith("[") and first.endswith("cherry-pick suspect (2 submissions)")
+    assert gap == "" and second.split()[:2] == ["2", "cheap-llm"] and "cherry-pick" not in second
 
 
 def test_compare_run_ids_equals_comparing_the_card_files(capsys, runs, store_gateway, store_url):

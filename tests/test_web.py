@@ -13,12 +13,13 @@ import re
 import pytest
 from starlette.testclient import TestClient
 
-from champollion.apps.client import Client
+from champollion.apps.client import Client, rank_text
 from champollion.apps.web.app import WebSettings, create_app
 from champollion.apps.web.sessions import COOKIE
 from champollion.eval.v1 import gateway_pb2
 from gateway.store import default_store_url
 from tests.conftest import run_cli
+from tests.test_board_ranks import page_ranks
 from tests.web_fixtures import CORPUS_ID, HOSTILE, corpus, store_four_runs, system_predictions, write_tokens
 
 HOLDOUT_ID, GOLD_ID = "web-holdout-crk", "web-gold-crk"
@@ -75,6 +76,11 @@ def test_the_live_leaderboard_equals_leaderboard_json(app, tokens, runs, capsys)
     assert len(cli_rows) == 4 and web["rows"] == cli_rows
     assert {row["run_id"] for row in web["rows"]} == set(runs["dev"])
     assert re.findall(r'<tr data-run-id="([0-9a-f]+)"', page) == [row["run_id"] for row in cli_rows]
+    # Issue 34: the page shows the rank ranges and intervals the JSON gives (tests/test_board_ranks.py).
+    shown = page_ranks(page)
+    assert all(row["rank_range"] and row["ci"] for row in cli_rows)
+    assert [shown[row["run_id"]][:2] for row in cli_rows] == [
+        (rank_text(row), " ".join(map(str, row["rank_range"]))) for row in cli_rows]
     # Sorted as the CLI sorts, by any of its columns.
     capsys.readouterr()
     assert run_cli("leaderboard", "--dataset", CORPUS_ID, "--json", "--sort", "bleu", "--asc") == 0

@@ -115,13 +115,16 @@ def _pair_tests(runs, ids, compared, weighted, points, method: str, samples: int
 
 def compare_all(runs: Sequence[ComparableRun], samples: int | None = None, seed: int = DEFAULT_SEED,
                 method: str = BOOTSTRAP, correction: str = HOLM, tie_threshold: float = 0.0,
-                metric_ids: Sequence[str] | None = None, names: Sequence[str] | None = None) -> dict:
+                metric_ids: Sequence[str] | None = None, names: Sequence[str] | None = None,
+                descending: bool | None = None) -> dict:
     """Every pair of `runs` (at least two, one corpus version) on each
     metric `compare` tests and the composite (or `metric_ids` of those);
     `names` name the runs in warnings (else their 1-based positions).
     Per metric: the runs' values, each pair's verdict, each run's rank
     range and significance cluster, and with bs each run's own percentile
-    interval on the same resamples."""
+    interval on the same resamples. Ranks and clusters count the better
+    value as each metric's own direction says, or, with `descending`, as a
+    board sorted that way does (True: the higher value ranks first)."""
     if method not in METHODS:
         raise ValueError(f"unknown comparison method {method!r} (expected one of {', '.join(METHODS)})")
     if len(runs) < MIN_RUNS:
@@ -163,24 +166,41 @@ def compare_all(runs: Sequence[ComparableRun], samples: int | None = None, seed:
                             f"{', '.join(f'{names[a]} vs {names[b]}' for a, b in untested[:3])}"
                             f"{', ...' if len(untested) > 3 else ''}")
             continue
-        metrics[metric_id] = _metric_block(metric_id, values, verdicts, per_entry, method, correction, tie_threshold,
-                                           None if resampled is None else [r[metric_id] for r in resampled])
+        higher = higher_is_better(metric_id) if descending is None else descending
+        metrics[metric_id] = _metric_block(higher, values, verdicts, per_entry, method, correction, tie_threshold,
+                                           None if resampled is None else [r[metric_id] for r in resampled],
+                                           metric_id)
+    floor = _resolution_floor(len(tests), samples, method, correction)
     return {
         "dataset_version": versions[0],
         "runs": len(runs),
         "metrics": metrics,
-        "warnings": warnings,
+        "warnings": warnings + ([floor] if floor and metrics else []),
         "test": {"method": method, "samples": samples, "seed": seed, "alpha": ALPHA, "correction": correction,
                  "tie_threshold": tie_threshold},
     }
 
 
-def _metric_block(metric_id: str, values: list[float], verdicts: dict, per_entry: list[dict], method: str,
-                  correction: str, tie_threshold: float, resampled: list[np.ndarray] | None) -> dict:
+def _resolution_floor(pairs: int, samples: int, method: str, correction: str) -> str | None:
+    """Why Holm's correction can call no pair significant, where it cannot:
+    no p-value of `samples` resamples or trials is below 1/(samples + 1),
+    and Holm multiplies the smallest by the number of pairs."""
+    if correction != HOLM or pairs / (samples + 1) < ALPHA:
+        return None
+    what = "resamples" if method == BOOTSTRAP else "trials"
+    needed = int(pairs / ALPHA + 1e-9)  # the fewest with pairs / (samples + 1) < ALPHA
+    return (f"no pair can be significant: no p-value of {samples:,} {what} is below 1/{samples + 1:,}, and Holm's "
+            f"correction multiplies the smallest by the {pairs:,} pairs (at least {needed:,} {what} would be needed)")
+
+
+def _metric_block(higher: bool, values: list[float], verdicts: dict, per_entry: list[dict], method: str,
+                  correction: str, tie_threshold: float, resampled: list[np.ndarray] | None, metric_id: str) -> dict:
+    """One metric's verdicts, ranks and clusters; `higher`: whether the
+    higher value ranks first."""
     pairs = list(verdicts)
     corrected = adjust(np.array([verdicts[pair]["p_value"] for pair in pairs]), correction)
     rows, better = [], np.zeros((len(values), len(values)), dtype=bool)
-    sign = 1.0 if higher_is_better(metric_id) else -1.0
+    sign = 1.0 if higher else -1.0
     for (first, second), p_corrected in zip(pairs, corrected):
         verdict, difference = verdicts[(first, second)], values[second] - values[first]
         significant = bool(p_corrected < ALPHA and difference != 0)

@@ -36,6 +36,7 @@ from champollion.core.corpus_rules import RULE
 from gateway.card.breakdowns import OWN_SCORE_KEYS, fewer_than_k_withheld, min_shown_entries
 from gateway.card.compare import DEFAULT_SAMPLES
 from gateway.card.redaction import corpus_level, ladder_only
+from gateway.server.board_ranks import RANK_FIELDS
 from gateway.server.auth import MAINTAINER, MAINTAINER_TIERS, Caller, allows, current_caller, may_use_tier
 from gateway.store.corpora import shown_version
 
@@ -161,9 +162,10 @@ def check_listing(caller: Caller, registered_tier: str | None, dataset_id: str, 
 
 
 # A listing's columns computed from the corpus's entries (the §9.1 columns read from
-# `scores`, less the run's own timings, and the cost-adjusted composite).
+# `scores`, less the run's own timings, the cost-adjusted composite, and a board's
+# intervals and rank ranges).
 SCORE_COLUMNS = frozenset({column.name for column in SPEC_COLUMNS if column.path[0] == "scores"} - set(OWN_SCORE_KEYS)
-                          | {"cost_adjusted"})
+                          | {"cost_adjusted", *RANK_FIELDS})
 
 
 def listed_row(caller: Caller, row: dict, few_entries: bool = False) -> dict:

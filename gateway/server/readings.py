@@ -24,6 +24,15 @@ from gateway.server.access import (
     stored_view,
 )
 from gateway.server.auth import Caller, may_use_tier
+from gateway.server.board_ranks import (
+    LADDER_NOTE,
+    MAX_RANKED_RUNS,
+    group_ranks,
+    ranked_group,
+    ranked_metric,
+    unranked_note,
+    with_ranks,
+)
 from gateway.server.registered import public_card
 from champollion.core.tiers import SECRET_TIERS
 from gateway.store import RunStore, UnknownCorpus
@@ -143,13 +152,21 @@ def runs_for(store: RunStore, caller: Caller, dataset_id: str | None = None, mod
 
 def leaderboard_for(store: RunStore, caller: Caller, dataset_id: str, **options) -> dict:
     """Leaderboard: RunStore.leaderboard's board (`options` are its
-    keywords) with the rows `caller` may see. A non-maintainer's board of a
-    secret-tier version is the Ladder's (`ladder_board`, issue 33)."""
+    keywords) with the rows `caller` may see, each ranked row with its
+    interval, rank range and cluster (board_ranks.py). A non-maintainer's
+    board of a secret-tier version is the Ladder's (`ladder_board`, issue
+    33), without those."""
     _check_listing(store, caller, dataset_id, "Leaderboard")
-    board = store.leaderboard(dataset_id, hidden_tiers=hidden_tiers(caller), **options)
+    limit = options.get("limit")
+    # The ranges count every ranked run, the page's and those below it: read
+    # enough rows to hold a group ranges are computed for.
+    fetched = None if limit is None else max(limit, MAX_RANKED_RUNS + 1)
+    board = store.leaderboard(dataset_id, hidden_tiers=hidden_tiers(caller), **{**options, "limit": fetched})
     if not is_maintainer(caller) and _version_tier(store, dataset_id, board["corpus_version"]) in SECRET_TIERS:
-        board = ladder_board(store, caller, dataset_id, board["corpus_version"], options.get("limit"),
-                             options.get("official", False))
+        board = with_ranks(ladder_board(store, caller, dataset_id, board["corpus_version"], limit,
+                                        options.get("official", False)), {}, LADDER_NOTE)
+    else:
+        board = _page(_ranked(store, dataset_id, board), limit)
     reviews = ReviewCache(store, [row["run_id"] for row in board["rows"]])
     rows = [{**row, "community_review": reviews.label(row["run_id"], row.get("quality_tier"))}
             for row in board["rows"]]
@@ -197,12 +214,14 @@ def _version_tier(store: RunStore, dataset_id: str, version: str | None) -> str 
         return None
 
 
-# Stored runs' statistics and the Ladders climbed, kept between board reads
-# (a published run's entries and card change no more; a Ladder is keyed by
-# its runs in order).
+# Stored runs' statistics, the Ladders climbed and the boards' rank ranges,
+# kept between board reads (a published run's entries and card change no
+# more; a Ladder is keyed by its runs in order, a board's ranges by its
+# state: version, metric, direction and ranked runs in order).
 _CACHED = 512
 _runs: OrderedDict[str, tuple[datetime | None, ComparableRun]] = OrderedDict()
 _ladders: OrderedDict[tuple[str, ...], list[Rung]] = OrderedDict()
+_ranks: OrderedDict[tuple, tuple[dict[str, dict], str | None]] = OrderedDict()
 _cache_lock = Lock()
 
 
@@ -224,6 +243,35 @@ def stored_comparable(store: RunStore, run_id: str) -> tuple[datetime | None, Co
         found = (reviewed_at(card), ComparableRun.from_stored(card, entries))
         _remember(_runs, run_id, found)
     return found
+
+
+def _ranked(store: RunStore, dataset_id: str, board: dict) -> dict:
+    """`board` (the store's) with each row's interval, rank range and
+    cluster, and why there are none (`ranks_note`)."""
+    group = ranked_group(board["rows"], board["sort"])
+    note = unranked_note(board["sort"], len(group))
+    if note is not None:
+        return with_ranks(board, {}, note)
+    run_ids = tuple(row["run_id"] for row in group)
+    key = (dataset_id, board["corpus_version"], board["sort"], board["descending"], run_ids)
+    with _cache_lock:
+        found = _ranks.get(key)
+    if found is None:
+        runs = [stored_comparable(store, run_id)[1] for run_id in run_ids]
+        ranks, note = group_ranks(runs, [row["model_slug"] for row in group], ranked_metric(board["sort"]),
+                                  board["descending"])
+        found = (dict(zip(run_ids, ranks or [])), note)
+        _remember(_ranks, key, found)
+    return with_ranks(board, *found)
+
+
+def _page(board: dict, limit: int | None) -> dict:
+    """The board's first `limit` ranked rows and its floor rows (which
+    `limit` never counts)."""
+    if limit is None:
+        return board
+    ranked = [row for row in board["rows"] if not row.get("floor")][:limit]
+    return {**board, "rows": ranked + [row for row in board["rows"] if row.get("floor")]}
 
 
 def _published_ladder(store: RunStore, caller: Caller, dataset_id: str, version: str, official: bool = False):

@@ -444,7 +444,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         ))
         return gateway_pb2.LeaderboardResponse(
             dataset_id=board["dataset_id"], corpus_version=board["corpus_version"] or "", sort=board["sort"],
-            rows=[as_struct(row) for row in board["rows"]],
+            rows=[as_struct(row) for row in board["rows"]], ranks_note=board["ranks_note"] or "",
         )
 
     # Held runs (maintainers, by RPC_ROLES): gateway/server/submissions.py holds them.

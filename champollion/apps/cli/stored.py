@@ -15,7 +15,7 @@ from champollion.apps.cli.common import (
     reading_client,
     write_json,
 )
-from champollion.apps.client import Client, row_flags, split_floor
+from champollion.apps.client import Client, rank_text, ranks_explained, row_flags, split_floor
 from champollion.apps.inputs import InputError, load_corpus, load_predictions, load_run_card
 
 
@@ -205,7 +205,11 @@ def cmd_leaderboard(args) -> int:
         return 0
     systems, floor = split_floor(board.rows)
     print(_board_title(board, args))
-    print(_board_table(systems, "rank", lambda row: row["rank"]))
+    print(_board_table(systems, "rank", rank_text, board.sort))
+    if any(row.get("rank_range") for row in systems):
+        print(ranks_explained(board.sort, "blank lines separate significance clusters"))
+    if board.ranks_note:
+        print(f"({board.ranks_note})")
     if args.limit and len(systems) == args.limit:
         print(f"(the first {args.limit} rows; --limit 0 for all)")
     if floor:
@@ -215,15 +219,46 @@ def cmd_leaderboard(args) -> int:
     return 0
 
 
-def _board_table(rows: list[dict], first: str, first_cell) -> str:
-    return tabulate(
-        [[first_cell(row), row["model_slug"], number(row["composite_score"]), number(row["chrf_plus_plus"]),
-          number(row["corpus_bleu"]), number(row["ter"]), number(row["cost_per_entry_usd"]),
-          number(row["cost_adjusted"]), ", ".join(flag for flag in row_flags(row) if not flag.startswith("floor"))]
-         for row in rows],
-        headers=[first, "model", "composite", "chrF++", "BLEU", "TER", "cost/entry", "cost_adjusted", "flags"],
+# The table's value columns (row key, header); a board sorted by another
+# column shows it first.
+BOARD_TABLE = (("composite_score", "composite"), ("chrf_plus_plus", "chrF++"), ("corpus_bleu", "BLEU"),
+               ("ter", "TER"), ("cost_per_entry_usd", "cost/entry"), ("cost_adjusted", "cost_adjusted"))
+
+
+def _board_table(rows: list[dict], first: str, first_cell, sort: str | None = None) -> str:
+    """The rows as a table; the `sort` column's values with their interval,
+    and a blank line between significance clusters."""
+    columns = list(BOARD_TABLE)
+    if sort is not None and sort not in dict(columns):
+        columns.insert(0, (sort, sort))
+
+    def cell(row: dict, key: str) -> str:
+        interval = row.get("ci") if key == sort else None
+        text = number(row.get(key))
+        return f"{text} [{number(interval['ci_lower'])}, {number(interval['ci_upper'])}]" if interval else text
+
+    table = tabulate(
+        [[first_cell(row), row["model_slug"], *(cell(row, key) for key, _ in columns),
+          ", ".join(flag for flag in row_flags(row) if not flag.startswith("floor"))] for row in rows],
+        headers=[first, "model", *(header for _, header in columns), "flags"],
         disable_numparse=True,
     )
+    return "\n".join(_between_clusters(table.splitlines(), [row.get("cluster") for row in rows]))
+
+
+def _between_clusters(lines: list[str], clusters: list[int | None]) -> list[str]:
+    """A table's lines (header, rule, one line a row) with a blank line
+    where the rows' cluster changes; as they are when a row took several
+    lines or no row has a cluster."""
+    header, body = lines[:2], lines[2:]
+    if len(body) != len(clusters) or not any(cluster is not None for cluster in clusters):
+        return lines
+    spaced = []
+    for index, (line, cluster) in enumerate(zip(body, clusters)):
+        if index and cluster != clusters[index - 1]:
+            spaced.append("")
+        spaced.append(line)
+    return header + spaced
 
 
 def _board_title(board, args) -> str:
@@ -236,6 +271,7 @@ def _leaderboard_page(client: Client, board, args) -> int:
     from champollion.apps.report import write_leaderboard_page
 
     cards = [client.show(row["run_id"]) for row in board.rows]
-    write_leaderboard_page(board.rows, cards, Path(args.out), _board_title(board, args))
+    write_leaderboard_page(board.rows, cards, Path(args.out), _board_title(board, args), sort=board.sort,
+                           ranks_note=board.ranks_note)
     print(f"leaderboard page ({len(board.rows)} rows) written to {args.out}", file=sys.stderr)
     return 0

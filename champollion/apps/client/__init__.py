@@ -28,6 +28,7 @@ from champollion.apps.inputs import InputError, PredictionFile
 from champollion.apps.client.upload import collect_run_card, compare_parts, corpus_parts, request_parts
 from champollion.core.run_card import dict_to_message, entry_for_compare, message_to_dict
 from champollion.core.columns import SPEC_COLUMNS
+from champollion.core.sampling import DEFAULT_RESAMPLES
 
 # Seconds a call may take: reading or ranking stored runs is quick; comparing
 # and streaming stored cards back reads every entry.
@@ -114,11 +115,15 @@ class Leaderboard:
     corpus_version: str
     sort: str
     rows: list[dict] = field(default_factory=list)
+    # Why no row has a rank range or interval, or a remark on them ("": none).
+    ranks_note: str = ""
 
 
-# A stored run's fields in print order (a Struct keeps none): rank and id,
-# then spec §9.1's columns in the spec's order, then the rest alphabetically.
-_FIELD_ORDER = {name: index for index, name in enumerate(("rank", "run_id", *(c.name for c in SPEC_COLUMNS)))}
+# A stored run's fields in print order (a Struct keeps none): rank (and a
+# board's rank range, interval and cluster) and id, then spec §9.1's
+# columns in the spec's order, then the rest alphabetically.
+_FIELD_ORDER = {name: index for index, name in enumerate(("rank", "rank_range", "ci", "cluster", "run_id",
+                                                          *(c.name for c in SPEC_COLUMNS)))}
 
 
 def plain_row(struct) -> dict:
@@ -316,7 +321,7 @@ class Client:
         rows = [plain_row(row) for row in board.rows]
         for row in rows:  # a gateway older than floor runs sends no flag
             row.setdefault("floor", False)
-        return Leaderboard(board.dataset_id, board.corpus_version, board.sort, rows)
+        return Leaderboard(board.dataset_id, board.corpus_version, board.sort, rows, board.ranks_note)
 
     # Runs held for review (maintainers)
 
@@ -430,6 +435,23 @@ def row_flags(row: Mapping[str, Any]) -> list[str]:
     if row.get("floor"):
         flags.append(f"floor ({row.get('floor_kind')}): unranked")
     return flags
+
+
+def rank_text(row: Mapping[str, Any]) -> str:
+    """A board row's rank as the CLI and the pages show it: its rank range
+    ("1–3"; "2" where both ends agree), else its rank ("" for none)."""
+    found = row.get("rank_range")
+    if found:
+        best, worst = found
+        return str(best) if best == worst else f"{best}–{worst}"
+    return "" if row.get("rank") is None else str(row["rank"])
+
+
+def ranks_explained(sort: str, clusters: str) -> str:
+    """What a board's rank ranges and intervals are, in one sentence for
+    the CLI and the pages; `clusters`: how the clusters are shown."""
+    return (f"Rank: the ranks that paired bootstrap tests of every pair of ranked runs allow ({DEFAULT_RESAMPLES:,} "
+            f"resamples, Holm-corrected, p < 0.05); in brackets beside {sort}, its 95% interval; {clusters}.")
 
 
 def split_floor(rows: list[dict]) -> tuple[list[dict], list[dict]]:

@@ -13,7 +13,7 @@ import jinja2
 from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
-from champollion.apps.client import row_flags, split_floor
+from champollion.apps.client import rank_text, ranks_explained, row_flags, split_floor
 from champollion.apps.report.figures import across_run_figures
 from champollion.apps.report.model import (
     ENTRY_METRICS,
@@ -37,6 +37,10 @@ BOARD_COLUMNS = (
     ("tokens_per_second", "tokens/s"), ("avg_latency_seconds", "latency (s)"), ("condition", "condition"),
     ("run_id", "run"),
 )
+
+
+# How a page shows a board's significance clusters (tr.cluster-0 / cluster-1).
+SHADING = "the shading changes from one significance cluster to the next"
 
 
 def number(value, digits: int = 4) -> str:
@@ -150,18 +154,28 @@ def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | N
 
 def board_rows(rows: list[dict]) -> list[dict]:
     """Leaderboard rows (as `leaderboard --json` prints them) as a page shows
-    them: the BOARD_COLUMNS cells and the flags in words."""
-    return [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row)} for row in rows]
+    them: the BOARD_COLUMNS cells, the flags in words, the rank as shown
+    (its range where it has one), the sort column's interval and the
+    significance cluster (for the rows' shading: `shade`, 0 or 1, alternates
+    from one cluster to the next; None outside the clusters)."""
+    return [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row),
+             "rank": rank_text(row), "rank_range": row.get("rank_range"), "ci": row.get("ci"),
+             "shade": None if row.get("cluster") is None else row["cluster"] % 2} for row in rows]
 
 
-def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str) -> None:
+def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, title: str,
+                           sort: str = "composite_score", ranks_note: str | None = None) -> None:
     """A leaderboard page: the sortable table of `rows` (as `champollion
-    leaderboard --json` prints them) and the across-run figures of `cards`
-    (the rows' run cards, in any order: they are put in the rows' order)."""
+    leaderboard --json` prints them; ranked by `sort`, whose interval they
+    carry; `ranks_note`: why they carry no rank range) and the across-run
+    figures of `cards` (the rows' run cards, in any order: they are put in
+    the rows' order)."""
     by_id = {card.get("run_id"): card for card in cards}
     # Floor rows (the gateway's degenerate systems) in a section of their own, never ranked nor plotted.
     systems, floor = split_floor(rows)
     ordered = [by_id[row["run_id"]] for row in systems if row.get("run_id") in by_id]
     runs = _runs(ordered, None)
     _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board_rows(systems),
-           floor=board_rows(floor), missing_cards=len(systems) - len(ordered), **_sections(runs))
+           floor=board_rows(floor), missing_cards=len(systems) - len(ordered), sort=sort, ranks_note=ranks_note,
+           ranks_explained=ranks_explained(sort, SHADING),
+           **_sections(runs))

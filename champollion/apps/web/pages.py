@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from starlette.routing import Route
 
-from champollion.apps.client import split_floor
+from champollion.apps.client import ranks_explained, split_floor
 from champollion.apps.report.model import Run, score_rows
-from champollion.apps.report.render import BOARD_COLUMNS, board_rows, render_report
+from champollion.apps.report.render import BOARD_COLUMNS, SHADING, board_rows, render_report
 from champollion.apps.web.rendering import REPORT_CSP, Front, PageError
 from gateway.server.access import check_read, is_maintainer
 from gateway.server.readings import corpora_for, leaderboard_for, run_for, runs_for
@@ -88,7 +88,8 @@ def routes(front: Front) -> list[Route]:
         rows, floor_rows = ([{**shown, "community": row.get("community_review"), "run_id": row["run_id"]}
                              for shown, row in zip(board_rows(part), part)] for part in (systems, floor))
         return front.page(request, "leaderboard.html.j2", title=f"Leaderboard: {board['dataset_id']}", board=board,
-                          rows=rows, floor_rows=floor_rows, columns=BOARD_COLUMNS, query=dict(request.query_params))
+                          rows=rows, floor_rows=floor_rows, columns=BOARD_COLUMNS, query=dict(request.query_params),
+                          ranks_explained=ranks_explained(board["sort"], SHADING))
 
     async def leaderboard_json(request: Request) -> JSONResponse:
         board = await read_board(request, "leaderboard")
