@@ -16,9 +16,10 @@ DIGEST_CHARS = 8
 
 
 def content_dataset_id(name: str, corpus: gateway_pb2.Corpus) -> str:
-    """`name`-`digest`: the digest (SHA-256) of the language pair and of
-    every entry's id, source and references, in order."""
-    digest = hashlib.sha256(json.dumps([corpus.source_lang, corpus.target_lang], ensure_ascii=False).encode())
+    """`name`-`digest`: the digest (SHA-256) of every entry's id, source and
+    references, in order (not the language tags: `de` and `deu` name one
+    language, and the same texts must get one id whichever is given)."""
+    digest = hashlib.sha256()
     for entry in corpus.entries:
         digest.update(json.dumps([entry.id, entry.source, entry.reference, list(entry.extra_references)],
                                  ensure_ascii=False).encode())
