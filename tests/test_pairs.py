@@ -14,7 +14,7 @@ from gateway.card.multiplicity import (
     rank_ranges,
     significance_clusters,
 )
-from gateway.card.pairs import compare_all
+from gateway.card.pairs import DifferentVersions, check_tie_threshold, compare_all, headline_metrics, ranked
 
 
 def test_holm_by_hand():
@@ -81,7 +81,7 @@ def test_holm_corrects_over_the_pairs_of_a_metric(four_runs):
     # The strongest system is significantly better than the weakest; the two middle ones are not apart.
     verdict = {(pair["first"], pair["second"]): pair for pair in held["pairs"]}
     assert verdict[(0, 3)]["significant"] and not verdict[(1, 2)]["significant"]
-    assert held["rank_ranges"][3][0] == 1 and held["rank_ranges"][0][1] == 4
+    assert held["rank_ranges"][3]["best"] == 1 and held["rank_ranges"][0]["worst"] == 4
     assert held["clusters"][1] == held["clusters"][2]
     assert held["clusters"][3] < held["clusters"][0]
     # Each run's own interval, on the same resamples.
@@ -115,10 +115,55 @@ def test_refusals():
     one = _run(np.ones(10, dtype=bool))
     with pytest.raises(CompareRefused, match="at least 2"):
         compare_all([one])
-    other = ComparableRun("w", one.ids, one.stats, 1.0, one.weights)
-    with pytest.raises(CompareRefused, match="different corpus versions"):
-        compare_all([one, other])
+    other = ComparableRun("w" * 40, one.ids, one.stats, 1.0, one.weights)
+    with pytest.raises(DifferentVersions) as refused:
+        compare_all([one, other, one], names=["A", "B", "C"])
+    # Each version with the runs on it, in the runs' order; versions cut to 12 characters.
+    assert str(refused.value) == (f"different corpus versions (A, C on v; B on {'w' * 12}…): scores compare only "
+                                  f"within a version")
+    assert refused.value.worded(lambda version: version.upper()[:2]) == \
+        "different corpus versions (A, C on V; B on WW): scores compare only within a version"
     with pytest.raises(CompareRefused, match="bleu"):
         compare_all([one, one], metric_ids=["bleu"])
     with pytest.raises(ValueError, match="tie threshold"):
         compare_all([one, one], tie_threshold=-1)
+
+
+def test_the_result_names_the_runs_and_the_headline_metrics_come_first(four_runs):
+    result = compare_all(four_runs, samples=100, seed=7, names=["w", "x", "y", "z"])
+    assert result["names"] == ["w", "x", "y", "z"]
+    assert headline_metrics(result) == ["composite"]  # no chrF++ among these runs' statistics
+    assert headline_metrics(result, ["exact_match_rate", "bleu"]) == ["exact_match_rate"]
+    only = compare_all(four_runs, samples=100, seed=7, metric_ids=["exact_match_rate"])
+    assert headline_metrics(only) == ["exact_match_rate"]  # neither headline metric: every one compared
+
+
+def test_a_pair_read_from_either_side():
+    a = _run(np.array([1, 1, 0, 0, 1], dtype=bool))
+    b = _run(np.array([1, 0, 1, 0, 0], dtype=bool))
+    block = compare_all([a, b], samples=50, seed=1, correction="none")["metrics"]["exact_match_rate"]
+    runs = ranked(block)
+    assert runs.order == [0, 1] and runs.pairs() == [(0, 1)]  # a: 0.6, b: 0.4
+    from_a, from_b = runs.seen[0, 1], runs.seen[1, 0]
+    assert from_a.difference == pytest.approx(0.2) and from_b.difference == pytest.approx(-0.2)
+    assert (from_a.wins, from_a.ties, from_a.losses) == pytest.approx((0.4, 0.4, 0.2))
+    assert (from_b.wins, from_b.losses) == pytest.approx((0.2, 0.4))
+    assert from_a.p_corrected == from_b.p_corrected == block["pairs"][0]["p_value"]
+    assert from_a.marked == f"{from_a.p_corrected:.3g}"  # not significant: no star
+
+
+@pytest.mark.parametrize("threshold", [-0.1, float("nan"), float("inf")])
+def test_a_tie_threshold_is_finite_and_not_negative(threshold):
+    with pytest.raises(ValueError, match="finite number ≥ 0"):
+        check_tie_threshold(threshold)
+
+
+def test_too_few_samples_for_holm_over_the_pairs_are_said(four_runs):
+    # 6 pairs: Holm turns the smallest possible p, 1/(100+1), into 6/101 = 0.0594, not below 0.05.
+    few = compare_all(four_runs, samples=100, seed=7)
+    assert few["warnings"] == ["holm over 6 pairs: the smallest p-value 100 resamples give, 1/101, is corrected to "
+                               "0.0594, not below 0.05: no pair can be significant (give at least 120 resamples)"]
+    assert not any(pair["significant"] for block in few["metrics"].values() for pair in block["pairs"])
+    # 120 resamples: 6/121 = 0.0496; Benjamini-Hochberg (or no correction) is not bounded so.
+    assert compare_all(four_runs, samples=120, seed=7)["warnings"] == []
+    assert compare_all(four_runs, samples=100, seed=7, correction="bh")["warnings"] == []
