@@ -25,6 +25,8 @@ SYSTEMS = ("base", "same", "lower", "short")
 # What the tests compute (sacreBLEU's metrics, and the composite over them): a quick run.
 METRICS = ("chrf", "bleu", "em")
 RESAMPLES = 300
+# The example corpus under an id of its own: these runs stay off the example's board, which other tests read.
+CORPUS_ID = "all-pairs-eng-spa"
 
 
 def _predictions(system: str) -> list[dict]:
@@ -45,10 +47,14 @@ def _predictions(system: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def systems(gateway, tmp_path_factory) -> dict:
-    """name -> {"card": the run card, "path": its file, "predictions": its predictions file}."""
+    """name -> {"card": the run card, "path": its file, "predictions": its predictions file}, and
+    "corpus": the corpus file."""
     folder = tmp_path_factory.mktemp("pairs")
-    corpus = load_corpus(EXAMPLE / "corpus.json")
-    made = {}
+    corpus_file = folder / "corpus.json"
+    corpus_file.write_text(json.dumps({**json.loads((EXAMPLE / "corpus.json").read_text(encoding="utf-8")),
+                                       "id": CORPUS_ID}), encoding="utf-8")
+    corpus = load_corpus(corpus_file)
+    made = {"corpus": corpus_file}
     for name in SYSTEMS:
         predictions = folder / f"{name}.jsonl"
         predictions.write_text("".join(json.dumps(line) + "\n" for line in _predictions(name)), encoding="utf-8")
@@ -325,7 +331,7 @@ def test_compare_all_pairs_of_stored_runs_writes_out(cli, stack, systems, tmp_pa
 
 def test_evaluate_all_pairs_compares_every_pair_of_the_systems(cli, stack, systems):
     predictions = [systems[name]["predictions"] for name in ("base", "lower", "short")]
-    args = ("evaluate", EXAMPLE / "corpus.json", *predictions, "-m", ",".join(METRICS), "--all-pairs",
+    args = ("evaluate", systems["corpus"], *predictions, "-m", ",".join(METRICS), "--all-pairs",
             "--correction", "bh", "--resamples", RESAMPLES, "--gateway", stack.gateway_address)
     result = cli(*args, "--json")
     assert result.exit_code == 0, result.stderr
@@ -347,7 +353,7 @@ def test_evaluate_all_pairs_compares_every_pair_of_the_systems(cli, stack, syste
 
 
 def test_evaluate_all_pairs_needs_several_systems(cli, stack, systems):
-    result = cli("evaluate", EXAMPLE / "corpus.json", systems["base"]["predictions"], "--all-pairs", "--gateway",
+    result = cli("evaluate", systems["corpus"], systems["base"]["predictions"], "--all-pairs", "--gateway",
                  stack.gateway_address)
     assert result.exit_code == 2 and result.stderr.count("\n") == 1
     assert "--all-pairs: compares several systems (give several --hyp or PREDICTIONS files)" in result.stderr
