@@ -105,6 +105,7 @@ bench: install
 	$(BIN)/python bench/embeddings.py
 	$(BIN)/python bench/native_equality.py
 	$(BIN)/python bench/paired_ar.py
+	$(BIN)/python bench/all_pairs.py
 	$(BIN)/python bench/multi_reference.py
 	$(BIN)/python bench/cli_speed.py
 

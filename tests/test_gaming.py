@@ -207,6 +207,57 @@ def test_a_submitter_compares_its_own_holdout_runs_with_the_gateways_settings_on
         assert maintainer.compare(runs["alice"]["run_id"], runs["gold"]["run_id"], resamples=1, seed=7)
 
 
+def test_all_pairs_keep_compares_rules_naming_the_run(gateway, runs, cli, token_files, tmp_path):
+    """ComparePairs checks each of its runs as Compare checks a stored side
+    (issue 34): the attacks above, with more runs, are refused the same way."""
+    gold, alice_run, bob_run = runs["gold"]["run_id"], runs["alice"]["run_id"], runs["bob"]["run_id"]
+    forged = forged_baseline(runs["alice_full"], runs["gold"]["dataset"]["version"])
+    with client(gateway, "alice") as alice:
+        read = refused(lambda: alice.compare_pairs([forged, alice_run, gold], resamples=1, seed=7))
+        foreign = refused(lambda: alice.compare_pairs([alice_run, alice_run, bob_run]))
+        uploaded = refused(lambda: alice.compare_pairs([alice_run, forged]))
+        one_resample = refused(lambda: alice.compare_pairs([alice_run, alice_run], resamples=1, seed=7))
+        own = alice.compare_pairs([alice_run, alice_run])
+    assert {read.code, foreign.code, uploaded.code, one_resample.code} == {grpc.StatusCode.PERMISSION_DENIED}
+    assert read.details == (f"ComparePairs of #3 run {gold!r} on a gold corpus: needs the maintainer role; "
+                            f"token 'alice' has the submitter role")
+    assert foreign.details == (f"ComparePairs: run {bob_run!r} on a holdout corpus was not submitted with token "
+                               f"'alice'; there a submitter compares only its own runs")
+    assert uploaded.details.startswith(f"ComparePairs: the #2 is an uploaded run card and run {alice_run!r}")
+    assert "the seed and sample count are the gateway's" in one_resample.details
+    # Her own runs, with the gateway's settings; the version by its public id, as her card names it.
+    assert own["test"]["samples"] == DEFAULT_RESAMPLES and own["test"]["seed"] == DEFAULT_SEED
+    assert own["dataset_version"] == runs["alice"]["dataset"]["version"]
+    with client(gateway, "maintainer") as maintainer:
+        whole = maintainer.compare_pairs([alice_run, bob_run, alice_run], resamples=1, seed=7)
+        version = maintainer.show(alice_run)["dataset"]["version"]
+    assert whole["dataset_version"] == version != own["dataset_version"] and len(version) == 64
+    # The command line: one line, the run named, exit 1 as every refused access.
+    result = cli("compare", alice_run, bob_run, alice_run, "--all-pairs", "--gateway", gateway, "--token-file",
+                 token_files["alice"])
+    assert result.exit_code == 1 and result.stdout == "" and result.stderr.count("\n") == 1
+    assert f"PERMISSION_DENIED: ComparePairs: run {bob_run!r} on a holdout corpus" in result.stderr
+
+
+def test_all_pairs_across_versions_name_a_secret_one_by_its_public_id(gateway, runs):
+    """Her holdout run beside a run on a corpus of her own with one
+    reference changed (another version): refused, each version named as she
+    may see it."""
+    changed = {**CORPUS, "id": "alice-changed-copy",
+               "entries": [{**entry, "reference": entry["reference"] + " ¡Hola!"} if index == 0 else entry
+                           for index, entry in enumerate(CORPUS["entries"])]}
+    with client(gateway, "alice") as alice:
+        other = alice.evaluate(changed, PREDICTIONS, META)
+        error = refused(lambda: alice.compare_pairs([runs["alice"]["run_id"], other["run_id"]], ["holdout", "copy"]))
+    public, copy = runs["alice"]["dataset"]["version"], other["dataset"]["version"]
+    assert error.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert error.details == (f"different corpus versions (holdout on {public[:12]}…; copy on {copy[:12]}…): scores "
+                             f"compare only within a version")
+    with client(gateway, "maintainer") as maintainer:
+        hidden = maintainer.show(runs["alice"]["run_id"])["dataset"]["version"]
+    assert hidden[:12] not in error.details
+
+
 def test_gold_runs_are_listed_and_ranked_for_maintainers_only(gateway, runs, cli, token_files):
     access = ("--gateway", gateway, "--token-file", token_files["alice"])
     for command in (("leaderboard", "--dataset", GOLD, "--official", "--json"), ("runs", "--dataset", GOLD)):

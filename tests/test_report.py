@@ -5,6 +5,7 @@ network request refused."""
 from __future__ import annotations
 
 import copy
+import html
 import json
 import math
 import os
@@ -30,7 +31,9 @@ from champollion.apps.report.model import (
     warnings_by_text,
 )
 from champollion.apps.report.render import number, script_json
+from gateway.card.compare import ComparableRun
 from gateway.card.metrics import METRICS
+from gateway.card.pairs import compare_all
 from tests.conftest import EXAMPLE, evaluate, run_cli
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
@@ -255,6 +258,48 @@ def test_leaderboard_page_sorts_and_plots_the_runs_against_each_other(runs, boar
     page.close()
 
 
+def test_report_of_several_runs_draws_every_pairs_heatmap(runs, browser, tmp_path):
+    """Three runs of one corpus version: a heatmap of every pair's corrected
+    p-value for the composite and for chrF++, the runs best first, escaped."""
+    cards = [runs[name][0] for name in ("mini", "cheap", "hostile")]
+    path = tmp_path / "pairs.html"
+    write_report(cards, path)
+    bootstrap = cards[0]["bootstrap"]
+    labels = [Run(card).label for card in cards]
+    expected = compare_all([ComparableRun.from_card(card) for card in cards], bootstrap["resamples"],
+                           bootstrap["seed"], names=labels)
+
+    opened = Opened(browser, path)
+    page = opened.page
+    opened.assert_clean()
+    assert page.evaluate("window.__xss") is None
+    figures = opened.figures()
+    assert {name for name in figures if name.startswith("pairs-")} == {"pairs-composite", "pairs-chrf_plus_plus"}
+    for metric_id in ("composite", "chrf_plus_plus"):
+        block = expected["metrics"][metric_id]
+        drawn = page.evaluate(f"""() => {{
+            const plot = document.getElementById('figure-pairs-{metric_id}');
+            return {{traces: plot.data.length, type: plot.data[0].type, z: plot.data[0].z, y: plot.data[0].y,
+                     cells: Array.from(plot.querySelectorAll('g.hm text')).map(t => t.textContent)}}; }}""")
+        assert (drawn["traces"], drawn["type"]) == (1, "heatmap") == (figures[f"pairs-{metric_id}"]["expected"],
+                                                                     "heatmap")
+        order = sorted(range(3), key=lambda i: -block["values"][i])
+        assert drawn["y"] == [html.escape(f"{labels[i]} (cluster {block['clusters'][i]})") for i in order]
+        verdict = {}
+        for pair in block["pairs"]:
+            verdict[pair["first"], pair["second"]] = verdict[pair["second"], pair["first"]] = pair
+        assert drawn["z"] == [[None if row == column else pytest.approx(verdict[row, column]["p_corrected"])
+                               for column in order] for row in order]
+        # Six cells drawn with their text, the diagonal none; a star on the significant ones.
+        assert sorted(drawn["cells"]) == sorted(f"{verdict[row, column]['p_corrected']:.3g}"
+                                                f"{'*' if verdict[row, column]['significant'] else ''}"
+                                                for row in order for column in order if row != column)
+    assert page.locator("#pairs-clusters tbody tr").count() == 3
+    page.locator("#figure-pairs-composite").scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "report-pairs.png"))
+    page.close()
+
+
 def test_composite_parts_add_up_to_the_cards_composite(runs):
     card, _ = runs["mini"]
     parts = composite_parts(Run(card))
@@ -295,6 +340,7 @@ def test_corpus_level_card_and_other_corpus_version_are_said_not_drawn(runs, tmp
     html = path.read_text(encoding="utf-8")
     assert "corpus-level card of a private corpus" in html
     assert "not compared: different corpus versions" in html
+    assert "— not compared: no two runs with per-entry results are on one corpus version" in html
     assert html.count('<table class="worst">') == 1
     assert "no per-entry results to compute it from" in html
 

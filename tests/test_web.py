@@ -17,6 +17,8 @@ from champollion.apps.client import Client, rank_text
 from champollion.apps.web.app import WebSettings, create_app
 from champollion.apps.web.sessions import COOKIE
 from champollion.eval.v1 import gateway_pb2
+from gateway.card.compare import ComparableRun
+from gateway.card.pairs import compare_all
 from gateway.store import default_store_url
 from tests.conftest import run_cli
 from tests.test_board_ranks import page_ranks
@@ -116,6 +118,44 @@ def test_a_submitter_opens_no_gold_board_and_no_holdout_entries(app, tokens, run
         assert alice.get(f"/leaderboard/{GOLD_ID}").status_code == 200
         whole = alice.get(f"/runs/{runs['holdout']}")
         assert 'id="entries"' in whole.text and "crk-01" in whole.text
+
+
+def test_a_run_page_draws_the_heatmap_of_every_pair_of_its_board(app, tokens, runs, stack):
+    """The run against the other runs of its board: each cell the corrected
+    p-value of the row's run against the column's, as compare_all gives it
+    on the stored cards; none on a holdout run for a submitter."""
+    with Client(stack.gateway_address) as client:
+        cards = {run_id: client.show(run_id) for run_id in runs["dev"]}
+    with TestClient(app) as visitor:
+        page = visitor.get(f"/runs/{runs['dev'][2]}").text
+    table = page[page.index('<table id="pairs-heatmap"'):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r'<tr( class="current")? data-run-id="([0-9a-f]+)">(.*?)</tr>', table, re.S)
+    order = [run_id for _, run_id, _ in rows]
+    assert set(order) == set(runs["dev"]) and [current for current, run_id, _ in rows if current] == [' class="current"']
+    assert [run_id for current, run_id, _ in rows if current] == [runs["dev"][2]]
+    expected = compare_all([ComparableRun.from_card(cards[run_id]) for run_id in order],
+                           names=[cards[run_id]["model_slug"] for run_id in order])["metrics"]["composite"]
+    # Best first, by composite.
+    values = [cards[run_id]["scores"]["composite"] for run_id in order]
+    assert values == sorted(values, reverse=True)
+    for row, (_, run_id, cells) in enumerate(rows):
+        shown = re.findall(r'<td class="num (\w+)">([^<]*)</td>', cells)
+        assert shown[row] == ("self", "—")
+        for column, (shade, text) in enumerate(shown):
+            if column == row:
+                continue
+            pair = next(pair for pair in expected["pairs"] if {pair["first"], pair["second"]} == {row, column})
+            assert text == f"{pair['p_corrected']:.3g}{'*' if pair['significant'] else ''}"
+            assert (shade == "ns") is (not pair["significant"])
+        assert f">{expected['clusters'][row]}</td>" in cells
+    with signed_in(app, tokens[1].submitter) as bob:
+        holdout = bob.get(f"/runs/{runs['holdout']}").text
+    assert 'id="pairs-heatmap"' not in holdout
+    assert "Not compared: the runs of a holdout corpus are compared by maintainers only." in holdout
+    with signed_in(app, tokens[1].maintainer) as alice:
+        alone = alice.get(f"/runs/{runs['holdout']}").text
+    assert "Not compared: no other run on its corpus version&#39;s board to compare it with." in alone
 
 
 def test_forms_and_script_requests_need_their_csrf_token(app, tokens, runs):

@@ -13,15 +13,18 @@ of comparisons, and what the significant differences say about ranks.
   systems in order, best first; a new cluster starts at the first system
   that some system of the current cluster is significantly better than.
 
-Pure: numpy and scipy, no store, no gateway."""
+Pure: numpy and scipy, no store, no gateway. The corrections' names are
+champollion/core/sampling.py's (a command line lists them without numpy)."""
 from __future__ import annotations
 
 from typing import Sequence
 
 import numpy as np
 
-HOLM, BENJAMINI_HOCHBERG, NO_CORRECTION = "holm", "bh", "none"
-CORRECTIONS = (HOLM, BENJAMINI_HOCHBERG, NO_CORRECTION)
+from champollion.core.sampling import BENJAMINI_HOCHBERG, CORRECTIONS, HOLM, NO_CORRECTION
+
+__all__ = ["BENJAMINI_HOCHBERG", "CORRECTIONS", "HOLM", "NO_CORRECTION", "adjust", "benjamini_hochberg", "holm",
+           "rank_ranges", "significance_clusters"]
 
 
 def holm(p_values: np.ndarray) -> np.ndarray:

@@ -13,14 +13,23 @@ so its trials are drawn per pair, as `compare` draws them.
 The correction (multiplicity.py: Holm by default, Benjamini-Hochberg, or
 none) runs over the pairs of one metric. A pair is significant when its
 corrected p-value is below alpha (and, for ar, its difference is not 0).
+A resampled p-value is never below 1/(samples + 1), and Holm multiplies the
+smallest by the number of pairs: asked for no sample count, all pairs
+draws at least pairs / alpha of them (190 pairs, 20 systems: 3,800
+resamples), so that Holm can call a pair significant at all. A board of
+many runs (board_ranks.py) would need tens of thousands: it computes the
+same test's p-value from the normal distribution of the resampled
+differences' mean and spread instead (`p_values="normal"`), which the same
+1,000 resamples estimate well and which has no floor.
 Win/tie/loss compare the two runs entry by entry, on each entry's own value
 of the metric (its statistics reduced alone; the composite from the gated
 statistics): a difference of at most `tie_threshold` is a tie."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from itertools import combinations
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -43,6 +52,44 @@ from gateway.card.multiplicity import HOLM, adjust, rank_ranges, significance_cl
 
 COMPOSITE = "composite"
 MIN_RUNS = 2
+# Where a pair's p-value comes from (module docstring).
+RESAMPLED, NORMAL = "resampled", "normal"
+# What a summary of the pairs shows unless told (the CLI, the report, the
+# web front's run page): the composite, then chrF++.
+HEADLINE_METRICS = (COMPOSITE, "chrf_plus_plus")
+
+
+class DifferentVersions(CompareRefused):
+    """Runs of more than one corpus version. `versions`: each version with
+    the names of its runs, in the runs' order."""
+
+    def __init__(self, versions: dict[str, list[str]]):
+        self.versions = versions
+        super().__init__(self.worded())
+
+    def worded(self, shown: Callable[[str], str] = lambda version: version) -> str:
+        """The refusal, each version as `shown` gives it (a secret version's
+        public id for a non-maintainer), cut to 12 characters."""
+        def cut(version: str) -> str:
+            return version if len(version) <= 12 else f"{version[:12]}…"
+
+        found = "; ".join(f"{', '.join(names)} on {cut(shown(version))}" for version, names in self.versions.items())
+        return f"different corpus versions ({found}): scores compare only within a version"
+
+
+def check_tie_threshold(tie_threshold: float) -> None:
+    """ValueError unless the tie threshold is a finite number ≥ 0."""
+    if not np.isfinite(tie_threshold) or tie_threshold < 0:
+        raise ValueError(f"must be a finite number ≥ 0, got {tie_threshold}")
+
+
+def headline_metrics(result: dict, wanted: Sequence[str] | None = None) -> list[str]:
+    """The metrics of compare_all's `result` a summary shows: `wanted` (in
+    that order) or else HEADLINE_METRICS, those the result has; every
+    metric it has when it has none of those."""
+    tested = result["metrics"]
+    shown = [metric_id for metric_id in (wanted or HEADLINE_METRICS) if metric_id in tested]
+    return shown or ([] if wanted else list(tested))
 
 
 @dataclass(frozen=True)
@@ -88,9 +135,32 @@ def _resampled(runs: Sequence[ComparableRun], ids, compared, weighted, samples: 
             for run in runs]
 
 
-def _pair_tests(runs, ids, compared, weighted, points, method: str, samples: int, seed: int) -> dict:
+def _normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
+def normal_p_value(differences: np.ndarray, observed: float) -> float:
+    """compare's bootstrap p-value (the share of resamples whose |difference|,
+    less the mean |difference|, exceeds the |observed| one: Moses' and
+    sacreBLEU's test) where the resampled differences follow the normal
+    distribution of their mean and spread: the same test without the floor
+    of 1/(resamples + 1)."""
+    centre = float(np.mean(differences))
+    spread = float(np.std(differences))
+    if spread == 0:
+        return 1.0 if observed == 0 else 0.0
+    # The mean of |X| for X normal (a folded normal's mean).
+    mean_absolute = (spread * math.sqrt(2 / math.pi) * math.exp(-centre ** 2 / (2 * spread ** 2))
+                     + centre * (1 - 2 * _normal_cdf(-centre / spread)))
+    beyond = abs(observed) + mean_absolute
+    return (1 - _normal_cdf((beyond - centre) / spread)) + _normal_cdf((-beyond - centre) / spread)
+
+
+def _pair_tests(runs, ids, compared, weighted, points, method: str, samples: int, seed: int,
+                p_values: str = RESAMPLED) -> dict:
     """(first, second) -> metric -> compare's verdict on that pair (None
-    where a value is missing or the test undefined in some resample)."""
+    where a value is missing or the test undefined in some resample), its
+    p-value read off the normal distribution with `p_values="normal"`."""
     tests: dict[tuple[int, int], dict[str, dict | None]] = {}
     resampled = _resampled(runs, ids, compared, weighted, samples, seed) if method == BOOTSTRAP else None
     for first, second in combinations(range(len(runs)), 2):
@@ -109,6 +179,8 @@ def _pair_tests(runs, ids, compared, weighted, points, method: str, samples: int
                 continue
             test = paired_bootstrap_test if method == BOOTSTRAP else randomization_test
             verdicts[metric_id] = test(differences, value_b - value_a)
+            if p_values == NORMAL:
+                verdicts[metric_id]["p_value"] = normal_p_value(differences, value_b - value_a)
         tests[(first, second)] = verdicts
     return tests, resampled
 
@@ -116,27 +188,41 @@ def _pair_tests(runs, ids, compared, weighted, points, method: str, samples: int
 def compare_all(runs: Sequence[ComparableRun], samples: int | None = None, seed: int = DEFAULT_SEED,
                 method: str = BOOTSTRAP, correction: str = HOLM, tie_threshold: float = 0.0,
                 metric_ids: Sequence[str] | None = None, names: Sequence[str] | None = None,
-                descending: bool | None = None) -> dict:
+                descending: bool | None = None, p_values: str = RESAMPLED) -> dict:
     """Every pair of `runs` (at least two, one corpus version) on each
     metric `compare` tests and the composite (or `metric_ids` of those);
-    `names` name the runs in warnings (else their 1-based positions).
-    Per metric: the runs' values, each pair's verdict, each run's rank
-    range and significance cluster, and with bs each run's own percentile
-    interval on the same resamples. Ranks and clusters count the better
-    value as each metric's own direction says, or, with `descending`, as a
-    board sorted that way does (True: the higher value ranks first)."""
+    `names` name the runs in the result, its warnings and refusals (else
+    their 1-based positions). Per metric: the runs' values, each pair's
+    verdict, each run's rank range and significance cluster, and with bs
+    each run's own percentile interval on the same resamples. Ranks and
+    clusters count the better value as each metric's own direction says,
+    or, with `descending`, as a board sorted that way does (True: the
+    higher value ranks first). `p_values`: RESAMPLED (compare's) or NORMAL
+    (bs only: module docstring). `samples` None: the method's default, or
+    more when Holm needs them. CompareRefused (DifferentVersions for runs of
+    several corpus versions) when the runs cannot be compared; ValueError
+    for a bad method, p-value kind or tie threshold."""
     if method not in METHODS:
         raise ValueError(f"unknown comparison method {method!r} (expected one of {', '.join(METHODS)})")
+    if p_values not in (RESAMPLED, NORMAL) or (p_values == NORMAL and method != BOOTSTRAP):
+        raise ValueError(f"p-values {p_values!r}: {RESAMPLED}, or {NORMAL} with the paired bootstrap")
     if len(runs) < MIN_RUNS:
         raise CompareRefused(f"all pairs needs at least {MIN_RUNS} runs, got {len(runs)}")
-    if tie_threshold < 0 or not np.isfinite(tie_threshold):
-        raise ValueError(f"the tie threshold must be a finite number ≥ 0, got {tie_threshold}")
-    versions = sorted({run.version for run in runs})
-    if len(versions) > 1:
-        raise CompareRefused(f"different corpus versions ({', '.join(v[:12] + '…' for v in versions)}): "
-                             "scores compare only within a version")
-    samples = samples or DEFAULT_SAMPLES[method]
+    try:
+        check_tie_threshold(tie_threshold)
+    except ValueError as error:
+        raise ValueError(f"the tie threshold {error}") from None
     names = list(names) if names is not None else [str(i + 1) for i in range(len(runs))]
+    versions: dict[str, list[str]] = {}
+    for name, run in zip(names, runs):
+        versions.setdefault(run.version, []).append(name)
+    if len(versions) > 1:
+        raise DifferentVersions(versions)
+    pair_count = len(runs) * (len(runs) - 1) // 2
+    if samples is None or samples == 0:
+        samples = DEFAULT_SAMPLES[method]
+        if correction == HOLM and p_values == RESAMPLED:
+            samples = max(samples, samples_for_holm(pair_count))
     ids = runs[0].ids
     compared, weighted = compared_metrics(list(runs))
     if metric_ids is not None:
@@ -149,9 +235,10 @@ def compare_all(runs: Sequence[ComparableRun], samples: int | None = None, seed:
     if not compared and not weighted:
         raise CompareRefused("the runs carry no common per-entry statistics to resample")
     points = [point_values(run, comparison_columns(run, ids, compared, weighted)) for run in runs]
-    tests, resampled = _pair_tests(runs, ids, compared, weighted, points, method, samples, seed)
+    tests, resampled = _pair_tests(runs, ids, compared, weighted, points, method, samples, seed, p_values)
     per_entry = [entry_values(run, ids, compared, weighted) for run in runs]
-    metrics, warnings = {}, []
+    metrics = {}
+    warnings = _resolution_warnings(len(tests), samples, method, correction) if p_values == RESAMPLED else []
     for metric_id in points[0]:
         values = [point[metric_id] for point in points]
         if any(value is None for value in values):
@@ -167,34 +254,40 @@ def compare_all(runs: Sequence[ComparableRun], samples: int | None = None, seed:
                             f"{', ...' if len(untested) > 3 else ''}")
             continue
         higher = higher_is_better(metric_id) if descending is None else descending
-        metrics[metric_id] = _metric_block(higher, values, verdicts, per_entry, method, correction, tie_threshold,
-                                           None if resampled is None else [r[metric_id] for r in resampled],
-                                           metric_id)
-    floor = _resolution_floor(len(tests), samples, method, correction)
+        metrics[metric_id] = _metric_block(metric_id, higher, values, verdicts, per_entry, correction, tie_threshold,
+                                           None if resampled is None else [r[metric_id] for r in resampled])
     return {
-        "dataset_version": versions[0],
-        "runs": len(runs),
+        "dataset_version": runs[0].version,
+        "names": names,
         "metrics": metrics,
-        "warnings": warnings + ([floor] if floor and metrics else []),
+        "warnings": warnings,
         "test": {"method": method, "samples": samples, "seed": seed, "alpha": ALPHA, "correction": correction,
-                 "tie_threshold": tie_threshold},
+                 "tie_threshold": tie_threshold, "p_values": p_values},
     }
 
 
-def _resolution_floor(pairs: int, samples: int, method: str, correction: str) -> str | None:
-    """Why Holm's correction can call no pair significant, where it cannot:
-    no p-value of `samples` resamples or trials is below 1/(samples + 1),
-    and Holm multiplies the smallest by the number of pairs."""
+def samples_for_holm(pairs: int) -> int:
+    """The fewest resamples (or trials) whose smallest p-value, 1/(n + 1),
+    Holm's correction over `pairs` pairs can still bring below alpha."""
+    return math.floor(pairs / ALPHA + 1e-9)
+
+
+def _resolution_warnings(pairs: int, samples: int, method: str, correction: str) -> list[str]:
+    """Holm multiplies the smallest p-value by the number of pairs, and a
+    paired test's p-value is at least 1/(samples + 1): with too few
+    samples for the pairs no pair can be significant, whatever the data
+    (190 pairs of 20 systems need 3,800 resamples)."""
     if correction != HOLM or pairs / (samples + 1) < ALPHA:
-        return None
+        return []
     what = "resamples" if method == BOOTSTRAP else "trials"
-    needed = int(pairs / ALPHA + 1e-9)  # the fewest with pairs / (samples + 1) < ALPHA
-    return (f"no pair can be significant: no p-value of {samples:,} {what} is below 1/{samples + 1:,}, and Holm's "
-            f"correction multiplies the smallest by the {pairs:,} pairs (at least {needed:,} {what} would be needed)")
+    needed = samples_for_holm(pairs)
+    return [f"holm over {pairs} pairs: the smallest p-value {samples} {what} give, 1/{samples + 1}, is corrected "
+            f"to {pairs / (samples + 1):.3g}, not below {ALPHA}: no pair can be significant (give at least "
+            f"{needed} {what})"]
 
 
-def _metric_block(higher: bool, values: list[float], verdicts: dict, per_entry: list[dict], method: str,
-                  correction: str, tie_threshold: float, resampled: list[np.ndarray] | None, metric_id: str) -> dict:
+def _metric_block(metric_id: str, higher: bool, values: list[float], verdicts: dict, per_entry: list[dict],
+                  correction: str, tie_threshold: float, resampled: list[np.ndarray] | None) -> dict:
     """One metric's verdicts, ranks and clusters; `higher`: whether the
     higher value ranks first."""
     pairs = list(verdicts)
@@ -210,12 +303,64 @@ def _metric_block(higher: bool, values: list[float], verdicts: dict, per_entry: 
         rows.append(PairVerdict(first, second, difference, verdict["p_value"], float(p_corrected), significant,
                                 verdict["difference_ci"],
                                 *_shares(per_entry[first][metric_id], per_entry[second][metric_id], tie_threshold)))
-    order = sorted(range(len(values)), key=lambda i: -sign * values[i])
     return {
         "values": values,
         "higher_is_better": sign > 0,
         "ci": None if resampled is None else [percentile_interval(sampled) for sampled in resampled],
         "pairs": [asdict(row) for row in rows],
-        "rank_ranges": [list(found) for found in rank_ranges(better)],
-        "clusters": significance_clusters(order, better),
+        "rank_ranges": [{"best": best, "worst": worst} for best, worst in rank_ranges(better)],
+        "clusters": significance_clusters(best_first(values, sign > 0), better),
     }
+
+
+# --- reading a result ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SeenPair:
+    """A pair's verdict as seen from one of its two runs against the other."""
+    p_value: float
+    p_corrected: float
+    significant: bool
+    difference: float  # this run's value - the other's
+    # Shares of the entries where this run's value is higher by more than
+    # the tie threshold, within it, lower (None: no entry both have a value on).
+    wins: float | None
+    ties: float | None
+    losses: float | None
+
+    @property
+    def marked(self) -> str:
+        """The corrected p-value as a heatmap's cell shows it: 3 significant
+        digits, `*` when significant."""
+        return f"{self.p_corrected:.3g}{'*' if self.significant else ''}"
+
+
+@dataclass(frozen=True)
+class RankedRuns:
+    """One metric's block of compare_all's result (or of ComparePairs's
+    answer, of the same shape) for a reader: the runs' positions best
+    first, and every pair seen from each side, `seen[run, other]`."""
+    order: list[int]
+    seen: dict[tuple[int, int], SeenPair]
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """Each pair once, the better-placed run first, best runs' pairs first."""
+        return [(run, other) for position, run in enumerate(self.order) for other in self.order[position + 1:]]
+
+
+def best_first(values: Sequence[float], higher_is_better: bool) -> list[int]:
+    """The positions of `values`, the best value's first."""
+    return sorted(range(len(values)), key=lambda i: -values[i] if higher_is_better else values[i])
+
+
+def ranked(block: dict) -> RankedRuns:
+    order = best_first(block["values"], block["higher_is_better"])
+    seen = {}
+    for pair in block["pairs"]:
+        first, second = pair["first"], pair["second"]
+        common = (pair["p_value"], pair["p_corrected"], pair["significant"])
+        seen[first, second] = SeenPair(*common, -pair["difference"], pair["first_better"], pair["ties"],
+                                       pair["second_better"])
+        seen[second, first] = SeenPair(*common, pair["difference"], pair["second_better"], pair["ties"],
+                                       pair["first_better"])
+    return RankedRuns(order, seen)

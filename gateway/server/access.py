@@ -5,9 +5,9 @@
 - Reading a stored run (GetRun, a stored side of Compare): a gold corpus's
   runs are for maintainers; a holdout run is read at corpus level by anyone
   else (`stored_view`).
-- Compare, for a non-maintainer, where a stored side is a holdout or gold
-  run: both sides stored runs (never an uploaded card), both the caller's
-  own, and the seed and sample count the gateway's.
+- Compare and ComparePairs, for a non-maintainer, where a stored side is a
+  holdout or gold run: every side a stored run (never an uploaded card),
+  each the caller's own, and the seed and sample count the gateway's.
 - Evaluating on a holdout or gold corpus: the answer is corpus level
   (`answer_view`); a non-maintainer leaves the bootstrap's seed and
   resamples to the gateway and spends its token's budget
@@ -82,7 +82,7 @@ def check_read(caller: Caller, tier: str | None, what: str) -> None:
 class CompareSide:
     """One side of a comparison: a stored run (its id, its corpus's tier,
     who submitted it) or a card sent with the call (run_id empty)."""
-    name: str  # baseline or system
+    name: str  # Compare: baseline or system; ComparePairs: #1, #2...
     run_id: str = ""
     tier: str | None = None
     submitted_by: str | None = None
@@ -96,32 +96,34 @@ class CompareSide:
         return self.stored and self.tier in SECRET_TIERS
 
 
-def check_compare(caller: Caller, sides: list[CompareSide], method: str, seed: int | None, samples: int) -> None:
-    """Refused unless `caller` may compare `sides` with these settings (seed
-    None and samples 0: the gateway's). A stored run of a secret tier is
-    compared by a non-maintainer only with another of its own stored runs,
-    with the gateway's seed and sample count: otherwise per-entry
-    statistics of the private references would leak one resample, one
-    chosen baseline, at a time."""
+def check_compare(caller: Caller, sides: list[CompareSide], method: str, seed: int | None, samples: int,
+                  what: str = "Compare") -> None:
+    """Refused unless `caller` may compare `sides` (two for Compare, any
+    number for ComparePairs: `what` names the call in the refusal) with
+    these settings (seed None and samples 0: the gateway's). A stored run
+    of a secret tier is compared by a non-maintainer only with other stored
+    runs of its own, with the gateway's seed and sample count: otherwise
+    per-entry statistics of the private references would leak one
+    resample, one chosen baseline, at a time."""
     for side in sides:
         if side.stored:
-            check_read(caller, side.tier, f"Compare of {side.name} run {side.run_id!r}")
+            check_read(caller, side.tier, f"{what} of {side.name} run {side.run_id!r}")
     secret = [side for side in sides if side.secret]
     if not secret or is_maintainer(caller):
         return
     tier = secret[0].tier
     uploaded = [side for side in sides if not side.stored]
     if uploaded:
-        raise _refused(caller, f"Compare: the {uploaded[0].name} is an uploaded run card and run "
-                               f"{secret[0].run_id!r} is on a {tier} corpus: there a submitter compares two of its "
-                               f"own stored runs, named by id")
+        raise _refused(caller, f"{what}: the {uploaded[0].name} is an uploaded run card and run "
+                               f"{secret[0].run_id!r} is on a {tier} corpus: there a submitter compares only "
+                               f"stored runs of its own, named by id")
     foreign = [side for side in secret if caller.name is None or side.submitted_by != caller.name]
     if foreign:
-        raise _refused(caller, f"Compare: run {foreign[0].run_id!r} on a {tier} corpus was not submitted with "
+        raise _refused(caller, f"{what}: run {foreign[0].run_id!r} on a {tier} corpus was not submitted with "
                                f"token {caller.name!r}; there a submitter compares only its own runs")
     fixed = DEFAULT_SAMPLES[method]
     if (seed is not None and seed != DEFAULT_SEED) or samples not in (0, fixed):
-        raise _refused(caller, f"Compare on a {tier} corpus: the seed and sample count are the gateway's "
+        raise _refused(caller, f"{what} on a {tier} corpus: the seed and sample count are the gateway's "
                                f"(seed {DEFAULT_SEED}, {fixed} {'resamples' if method == 'bs' else 'trials'}); "
                                f"leave --seed and --resamples unset")
 

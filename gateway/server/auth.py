@@ -48,6 +48,8 @@ RPC_ROLES = {
     "EvaluateUpload": SUBMITTER,
     "Compare": SUBMITTER,
     "CompareUpload": SUBMITTER,
+    "ComparePairs": SUBMITTER,
+    "ComparePairsUpload": SUBMITTER,
     "Describe": SUBMITTER,
     "ListRuns": SUBMITTER,
     "GetRun": SUBMITTER,

@@ -7,7 +7,13 @@ are comparable, not disqualified and have a value of the sort column (the
 store puts the others after them, so the group is the board's first rows).
 Every pair of them is tested on the sort metric alone by the paired
 bootstrap (gateway/card/pairs.py `compare_all`: the gateway's seed and 1,000
-resamples, Holm's correction over the pairs, significant below 0.05). A
+resamples, each pair's p-value read off the normal distribution with the
+spread of its resampled differences, Holm's correction over the pairs,
+significant below 0.05). A resampled p-value is never below 1/1,001, and
+Holm multiplies the smallest by the number of pairs: from 11 runs (55
+pairs) on, no pair could ever be significant; the normal reading has no
+such floor, and the 50-run board it allows would need 24,500 resamples
+(about 12 s) otherwise. A
 row's best rank is 1 + the runs significantly ahead of it, its worst the
 group's size less the runs significantly behind it; "ahead" follows the
 board's order (descending: the higher value), so a board sorted against its
@@ -24,7 +30,7 @@ from typing import Sequence
 from gateway.card.compare import ComparableRun, CompareRefused
 from gateway.card.metrics import COMPARED_METRICS
 from gateway.card.multiplicity import HOLM
-from gateway.card.pairs import COMPOSITE, MIN_RUNS, compare_all
+from gateway.card.pairs import COMPOSITE, MIN_RUNS, NORMAL, compare_all
 from gateway.store.leaderboard import METRIC_COLUMNS
 
 # The fields each row gets (null where they do not apply); computed from
@@ -73,13 +79,14 @@ def group_ranks(runs: Sequence[ComparableRun], names: Sequence[str], metric: str
     on them or None: no pair can be significant) or (None, why there are
     none: the runs cannot be compared on `metric`)."""
     try:
-        result = compare_all(runs, metric_ids=[metric], correction=HOLM, names=names, descending=descending)
+        result = compare_all(runs, metric_ids=[metric], correction=HOLM, names=names, descending=descending,
+                             p_values=NORMAL)
     except CompareRefused as refused:
         return None, f"no intervals or rank ranges: {refused}"
     block = result["metrics"].get(metric)
     if block is None:
         return None, "no intervals or rank ranges: " + "; ".join(result["warnings"])
-    return ([{"rank_range": list(found), "ci": ci, "cluster": cluster}
+    return ([{"rank_range": [found["best"], found["worst"]], "ci": ci, "cluster": cluster}
              for found, ci, cluster in zip(block["rank_ranges"], block["ci"], block["clusters"])],
             "; ".join(result["warnings"]) or None)
 

@@ -1,5 +1,5 @@
 """gRPC glue for the gateway: Evaluate, EvaluateStream, EvaluateUpload,
-Compare, Describe, the stored runs' ListRuns, GetRun, Leaderboard, the
+Compare, ComparePairs, Describe, the stored runs' ListRuns, GetRun, Leaderboard, the
 registered corpora's RegisterCorpus, ListCorpora, SetCorpusTier, GetSources,
 CheckCorpus, and the review of held runs (ListHeldRuns, ReviewRun). Who may
 see or do what is asked of gateway/server/access.py."""
@@ -16,7 +16,7 @@ from champollion import __version__
 from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
 from champollion.core.sampling import DEFAULT_SEED
-from gateway.card.compare import BOOTSTRAP, DEFAULT_SAMPLES, METHODS, ComparableRun, CompareRefused, compare_runs
+from gateway.card.compare import ComparableRun, CompareRefused, compare_runs
 from gateway.card.metrics import FAMILIES
 from champollion.core.addresses import is_loopback
 from champollion.core.tiers import SECRET_TIERS
@@ -34,6 +34,7 @@ from gateway.server.access import (
     is_maintainer,
 )
 from gateway.server.admission import Admission, AdmissionRefused, DeferredTurn, UploadLimits
+from gateway.server.comparisons import add_pairs_part, compare_pairs, paired_test_settings, stored_run
 from gateway.server.auth import current_caller
 from gateway.server.config import GatewayConfig
 from gateway.server.evaluation import ScoredRun, evaluate
@@ -49,7 +50,7 @@ from gateway.server.registered import CorpusRefused, refuse_registered_id, regis
 from gateway.server.spill import RunSpill
 from gateway.server.stored_runs import GatewayStore, as_struct, one_line, record_run
 from gateway.server.submissions import admit, hold_for_review
-from champollion.core.limits import MAX_RESAMPLES, shown
+from champollion.core.limits import shown
 from gateway.server.validation import InvalidRun
 from gateway.store import (
     CheckGateRefused,
@@ -329,13 +330,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         self._schedule_floors(floors)  # after the answer's last message
 
     async def Compare(self, request, context):
-        if request.seed < 0 or not 0 <= request.resamples <= MAX_RESAMPLES:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"seed must not be negative and resamples must be "
-                                                                  f"0 (default) to {MAX_RESAMPLES}")
-        method = request.method or BOOTSTRAP
-        if method not in METHODS:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"method must be one of {', '.join(METHODS)} "
-                                                                  f"(empty: bs), got {shown(request.method)}")
+        try:
+            settings = paired_test_settings(request)
+        except Refused as error:
+            await context.abort(error.code, str(error))
         # Who may compare what (a stored side read as GetRun reads it; on a
         # secret tier a submitter's own stored runs, the gateway's seed and
         # samples), checked before any statistics are read.
@@ -347,17 +345,15 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
                 tier, submitted_by = await self._stored(context, lambda store: store.run_access(run_id))
             sides.append(CompareSide(name, run_id, tier, submitted_by))
         try:
-            check_compare(current_caller(), sides, method, request.seed if request.HasField("seed") else None,
-                          request.resamples)
+            check_compare(current_caller(), sides, settings.method, settings.seed, settings.resamples)
         except Refused as error:
             await context.abort(error.code, str(error))
-        seed = request.seed if request.HasField("seed") else DEFAULT_SEED
-        # Bootstrap resamples, or randomization trials.
-        samples = request.resamples or DEFAULT_SAMPLES[method]
         baseline = await self._comparable(request.baseline, request.baseline_run_id, context)
         system = await self._comparable(request.system, request.system_run_id, context)
         try:
-            result = await asyncio.to_thread(compare_runs, baseline, system, samples, seed, method)
+            # Bootstrap resamples, or randomization trials.
+            result = await asyncio.to_thread(compare_runs, baseline, system, settings.samples, settings.seed_used,
+                                             settings.method)
         except CompareRefused as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
         if self.store is not None:  # a secret version by its public id (issue 33)
@@ -378,12 +374,39 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await context.abort(error.code, str(error))
         return await self.Compare(request, context)
 
+    async def ComparePairs(self, request, context):
+        # The logic is gateway/server/comparisons.py's; with run ids (or a
+        # store, to name a secret version by its public id) through the store.
+        caller = current_caller()
+
+        def answer(store: RunStore | None) -> gateway_pb2.ComparePairsResponse:
+            return compare_pairs(store, caller, request)
+
+        if self.store is not None or any(run.run_id for run in request.runs):
+            return await self._stored(context, answer)
+        try:
+            return await asyncio.to_thread(answer, None)
+        except Refused as error:
+            await context.abort(error.code, str(error))
+
+    async def ComparePairsUpload(self, request_iterator, context):
+        # As CompareUpload: every card's statistics at once, under the upload limits.
+        request = None
+        try:
+            async with self.uploads.open(current_caller().name):
+                async for part in self.uploads.watch(request_iterator, context):
+                    request = add_pairs_part(request, part)
+        except (AdmissionRefused, Refused) as error:
+            await context.abort(error.code, str(error))
+        if request is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the upload carried no part")
+        return await self.ComparePairs(request, context)
+
     async def _comparable(self, card, run_id: str, context) -> ComparableRun:
         """A side of a comparison: the stored run `run_id`, else the card sent."""
         if not run_id:
             return ComparableRun.from_proto(card)
-        stored, rows = await self._stored(context, lambda store: store.comparable_stats(run_id))
-        return ComparableRun.from_stored(stored, rows)
+        return await self._stored(context, lambda store: stored_run(store, run_id))
 
     async def _stored(self, context, use: Callable[[RunStore], Result]) -> Result:
         """`use(store)`, off the event loop; aborts the call with UNAVAILABLE

@@ -1,7 +1,8 @@
 """What the commands print for people: a run card's summary (evaluate, show),
 several systems' paired comparison as one table (evaluate with several
---hyp), a comparison (compare) and a description (describe). The machine
-form of each is `--json`.
+--hyp), a comparison (compare), every pair of several systems (compare and
+evaluate --all-pairs) and a description (describe). The machine form of
+each is `--json`.
 
 Colour only on a terminal, and never with $NO_COLOR set (no-color.org)."""
 from __future__ import annotations
@@ -276,6 +277,81 @@ def comparison_summary(comparison: dict, baseline: str, system: str, style: Styl
     lines += [line.rstrip() for line in table.splitlines()]
     lines += warning_lines(comparison.get("warnings") or [], style)
     return lines
+
+
+# --- all pairs (compare / evaluate --all-pairs) ------------------------------------
+
+CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "uncorrected"}
+
+
+def _share(value) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _rank_text(ranks: dict) -> str:
+    return str(ranks["best"]) if ranks["best"] == ranks["worst"] else f"{ranks['best']}-{ranks['worst']}"
+
+
+def _signed(metric_id: str, value: float) -> str:
+    return f"{'+' if value >= 0 else ''}{value_text(metric_id, value)}"
+
+
+def pairs_summary(result: dict, metric_ids: Sequence[str], style: Style) -> list[str]:
+    """Every pair of several systems (ComparePairs's answer), per metric of
+    `metric_ids`: the systems best first with their value, significance
+    cluster and rank range, the matrix of corrected p-values (* where
+    significant), and each pair's difference, p-values and win/tie/loss
+    shares, the better system of the pair first."""
+    test, names = result["test"], result["names"]
+    correction = test.get("correction") or "holm"
+    method = {"bs": "paired bootstrap", "ar": "paired approximate randomization"}.get(test.get("method"), "?")
+    samples = "resamples" if test.get("method") == "bs" else "trials"
+    lines = [style.bold(f"{len(names)} systems, every pair · corpus version "
+                        f"{(result.get('dataset_version') or '?')[:SHORT_ID]} · {method}, {test.get('samples')} "
+                        f"{samples}, seed {test.get('seed')} · p-values corrected: "
+                        f"{CORRECTION_NAMES.get(correction, correction)}")]
+    for metric_id in metric_ids:
+        lines += ["", *_metric_pairs(metric_id, result["metrics"][metric_id], names, correction, style)]
+    lines += ["", style.dim(
+        f"p: each pair's {method} p-value, as `compare` gives it; p ({correction}): corrected over the metric's "
+        f"pairs; * significant: corrected p < {test.get('alpha', 0.05)} and a non-zero difference; wins, ties, "
+        f"losses: shares of the entries where the first system's value is higher by more than "
+        f"{test.get('tie_threshold', 0):g} (--tie-threshold), within it, lower; clusters: a new one starts at the "
+        f"first system some system of the current cluster is significantly better than")]
+    lines += warning_lines(result.get("warnings") or [], style)
+    return lines
+
+
+def _metric_pairs(metric_id: str, block: dict, names: Sequence[str], correction: str, style: Style) -> list[str]:
+    from gateway.card.pairs import ranked  # numpy's: only when pairs are printed
+
+    runs = ranked(block)
+    intervals = block.get("ci") or []
+
+    def p_cell(run: int, other: int) -> str:
+        pair = runs.seen[run, other]
+        return f"{pair.p_corrected:.4f}{'*' if pair.significant else ' '}"
+
+    rows = []
+    for number, run in enumerate(runs.order, start=1):
+        value = value_text(metric_id, block["values"][run])
+        if intervals:
+            value += f" {interval_text(metric_id, intervals[run])}"
+        rows.append([f"{number} {names[run]}", value, block["clusters"][run], _rank_text(block["rank_ranges"][run]),
+                     *("—" if other == run else p_cell(run, other) for other in runs.order)])
+    matrix = tabulate(rows, headers=["system", "value", "cluster", "rank", *map(str, range(1, len(rows) + 1))],
+                      tablefmt="simple", disable_numparse=True)
+    lines = [style.bold(f"{metric_id} ({'higher' if block['higher_is_better'] else 'lower'} is better): "
+                        f"p ({correction}) of each pair")]
+    lines += [line.rstrip() for line in matrix.splitlines()]
+    pairs = []
+    for run, other in runs.pairs():
+        pair = runs.seen[run, other]
+        pairs.append([f"{names[run]} vs {names[other]}", _signed(metric_id, pair.difference), f"{pair.p_value:.4f}",
+                      p_cell(run, other).rstrip(), _share(pair.wins), _share(pair.ties), _share(pair.losses)])
+    table = tabulate(pairs, headers=["pair", "difference", "p", f"p ({correction})", "wins", "ties", "losses"],
+                     tablefmt="simple", disable_numparse=True)
+    return lines + [""] + [line.rstrip() for line in table.splitlines()]
 
 
 # --- describe ---------------------------------------------------------------------

@@ -17,7 +17,7 @@ from champollion import __version__
 from champollion.apps.cli.common import TOKEN_VARIABLE
 from champollion.core.corpus_rules import PURPOSES
 from champollion.core.roles import ROLES
-from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED, DEFAULT_TRIALS
+from champollion.core.sampling import CORRECTIONS, DEFAULT_RESAMPLES, DEFAULT_SEED, DEFAULT_TRIALS
 from champollion.core.sampling import METHODS as COMPARE_METHODS
 
 DEFAULT_PORT = 50051
@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "the run id. Several systems are compared with the first by a paired test.",
         examples=(
             "champollion evaluate -s src.en -r ref.de -i hyp.de --source-lang eng --target-lang deu",
-            "champollion evaluate -s src.en -r ref.de -i a.de b.de c.de --name a b c -m bleu,chrf,ter --paired ar",
+            "champollion evaluate -s src.en -r ref.de -i a.de b.de c.de --name a b c -m bleu,chrf,ter --paired ar "
+            "--all-pairs",
             "champollion evaluate corpus.json predictions.jsonl --meta meta.json -o card.json --json",
         ))
     evaluate.add_argument("corpus", nargs="?",
@@ -134,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--paired", choices=COMPARE_METHODS, default=None,
                           help="several systems: the paired test against the first, bs (bootstrap, the default) "
                                "or ar (approximate randomization), as sacreBLEU's --paired-bs / --paired-ar")
+    _add_pairs_options(evaluate, "several systems: every pair compared by the --paired test (instead of each "
+                                 "with the first), with corrected p-values, win/tie/loss and clusters")
     evaluate.add_argument("--corpus-id", metavar="ID",
                           help="score against this corpus registered in the gateway's store (server-side: "
                                "send predictions only)")
@@ -211,15 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_run_from("champollion.apps.cli.serve", "cmd_serve"))
 
     compare = commands.add_parser(
-        "compare", help="paired significance test (bootstrap or approximate randomization) between two run cards",
+        "compare", help="paired significance test (bootstrap or approximate randomization) between run cards",
         examples=(
             "champollion compare baseline.json system.json",
             "champollion compare 1c51912 8d0e4a7 --method ar       # stored runs, by id prefix",
-            "champollion compare a.json b.json --json -o comparison.json",
+            "champollion compare a.json b.json c.json d.json --all-pairs --correction bh --json -o pairs.json",
         ))
-    compare.add_argument("baseline", help="run card JSON of the baseline, or a stored run's id (or its first 6+ "
-                                          "characters)")
-    compare.add_argument("system", help="run card JSON of the system compared with it, or a stored run's id")
+    compare.add_argument("runs", nargs="+", metavar="RUN",
+                         help="run card JSON files or stored runs' ids (or their first 6+ characters): the first "
+                              "is the baseline, each other run is compared with it (--all-pairs: every pair)")
     compare.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded gateway)")
     _add_store_options(compare, "the store the run ids are in", no_store=False)
     compare.add_argument("--seed", type=int, help=f"seed (default {DEFAULT_SEED}, as sacreBLEU)")
@@ -227,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                        f"randomization trials (default {DEFAULT_TRIALS})")
     compare.add_argument("--method", choices=COMPARE_METHODS, default="bs",
                          help="bs: paired bootstrap (default); ar: approximate randomisation (as sacreBLEU's)")
+    _add_pairs_options(compare, "every pair of the runs, with corrected p-values, win/tie/loss and clusters")
+    compare.add_argument("--metric", type=_comma_list, action="extend", metavar="M,M",
+                         help="with --all-pairs: only these metrics (keys or short names, and composite; default: "
+                              "every metric, the composite and chrF++ printed)")
     compare.add_argument("-o", "--out", metavar="COMPARISON.json", help="also write the comparison (JSON) here")
     _add_json_flag(compare, "the comparison as JSON instead of a table")
     _add_access_options(compare)
@@ -534,6 +541,17 @@ def _add_access_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca", metavar="CA.pem", help="reach --gateway over TLS, trusting this CA certificate")
     parser.add_argument("--tls", action="store_true",
                         help="reach --gateway over TLS, trusting the usual public CAs (no --tls-ca)")
+
+
+def _add_pairs_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """--all-pairs and the flags that go with it (compare, evaluate)."""
+    parser.add_argument("--all-pairs", action="store_true", help=what)
+    parser.add_argument("--correction", choices=CORRECTIONS, default=None,
+                        help="with --all-pairs: the correction of each metric's p-values for its number of pairs: "
+                             "holm (Holm's step-down, the default), bh (Benjamini-Hochberg) or none")
+    parser.add_argument("--tie-threshold", type=float, metavar="X",
+                        help="with --all-pairs: an entry whose two values differ by at most X is a tie in the "
+                             "win/tie/loss shares (default 0: only equal values tie)")
 
 
 def _add_json_flag(parser: argparse.ArgumentParser, what: str, format_flag: bool = True) -> None:

@@ -1,5 +1,6 @@
 """The commands that score or compare: evaluate (one system or several,
-with its progress bar and summary), compare, describe."""
+with its progress bar and summary), compare (two runs, each of several with
+the first, or every pair), describe."""
 from __future__ import annotations
 
 import os
@@ -28,6 +29,7 @@ from champollion.apps.cli.output import (
     emit,
     heading,
     languages_summary,
+    pairs_summary,
     warning_lines,
 )
 from champollion.apps.client import Client, InvalidArgument, Progress
@@ -51,7 +53,7 @@ from champollion.core.cards import UnknownLanguage, default_registry
 from champollion.core.language_tags import LANGUAGES_HINT
 from champollion.apps.inputs.plain_text import STDIN, load_plain_text_runs, system_names
 from champollion.core.limits import MAX_RESAMPLES, shown
-from champollion.core.sampling import BOOTSTRAP
+from champollion.core.sampling import BOOTSTRAP, HOLM
 
 
 class ProgressBar:
@@ -273,6 +275,7 @@ def cmd_evaluate(args) -> int:
     if args.paired and len(files) < 2:
         raise CliError("--paired: compares several systems (give several --hyp or PREDICTIONS files)",
                        EXIT_INVALID_INPUT)
+    _check_pairs_flags(args, len(files), "give several --hyp or PREDICTIONS files")
     if args.entries and not args.json:
         raise CliError("--entries: with --json (the summary shows no entries; --out writes them all)",
                        EXIT_INVALID_INPUT)
@@ -303,19 +306,48 @@ def cmd_evaluate(args) -> int:
             # sacreBLEU's metrics alone: compiled statistics (2.5 s of CPU for
             # 10,000 entries); worker processes would add their start-up.
             stack["workers"] = 0
-    cards, comparisons = [], []
+    cards, comparisons, pairs = [], [], None
     with gateway_client(args, **stack) as client:
         for name, request, predictions, (_, meta_path) in zip(names, requests, runs, metas):
             cards.append(_scored(client, request, name if len(names) > 1 else "scoring", corpus_path, predictions,
                                  meta_path, glossary_path, language_flags(args.source_lang, args.target_lang)))
-        for card in cards[1:]:
-            comparisons.append(client.compare(_side(cards[0]), _side(card), method=args.paired or BOOTSTRAP,
-                                              seed=args.seed, resamples=args.resamples or 0))
+        if args.all_pairs:
+            pairs = _all_pairs(client, args, [_side(card) for card in cards], names, args.paired or BOOTSTRAP)
+        else:
+            for card in cards[1:]:
+                comparisons.append(client.compare(_side(cards[0]), _side(card), method=args.paired or BOOTSTRAP,
+                                                  seed=args.seed, resamples=args.resamples or 0))
     for card, out in zip(cards, outs):
         if out:
             Path(out).write_text(json_text(card) + "\n", encoding="utf-8")
-    _print_evaluation(args, names, cards, comparisons, outs)
+    _print_evaluation(args, names, cards, comparisons, outs, pairs)
     return 0
+
+
+def _check_pairs_flags(args, systems: int, how: str) -> None:
+    """--correction, --tie-threshold and --metric go with --all-pairs,
+    which compares several systems; refused by flag before anything is read."""
+    given = [flag for flag, value in (("--correction", args.correction), ("--tie-threshold", args.tie_threshold),
+                                      ("--metric", getattr(args, "metric", None))) if value is not None]
+    if given and not args.all_pairs:
+        raise CliError(f"{given[0]}: goes with --all-pairs", EXIT_INVALID_INPUT)
+    if args.all_pairs and systems < 2:
+        raise CliError(f"--all-pairs: compares several systems ({how})", EXIT_INVALID_INPUT)
+
+
+def _all_pairs(client: Client, args, runs: list, names: list[str], method: str) -> dict:
+    """Every pair of `runs` (stored ids or cards) through ComparePairs."""
+    return client.compare_pairs(runs, names, method=method, seed=args.seed, resamples=args.resamples or 0,
+                                correction=args.correction or HOLM, tie_threshold=args.tie_threshold or 0.0,
+                                metrics=getattr(args, "metric", None) or ())
+
+
+def _pairs_lines(args, pairs: dict, style: Style) -> list[str]:
+    """The all-pairs summary: of every metric compared when --metric chose them, else of the headline ones."""
+    from gateway.card.pairs import headline_metrics  # numpy's: only when pairs are printed
+
+    return pairs_summary(pairs, list(pairs["metrics"]) if getattr(args, "metric", None) else
+                         headline_metrics(pairs), style)
 
 
 def _scored(client: Client, request, name: str, corpus_path, predictions: PredictionFile, meta_path,
@@ -333,22 +365,28 @@ def _scored(client: Client, request, name: str, corpus_path, predictions: Predic
 
 
 def _print_evaluation(args, names: list[str], cards: list[dict], comparisons: list[dict],
-                      outs: list[str | None]) -> None:
+                      outs: list[str | None], pairs: dict | None = None) -> None:
     """The summary (or with --json the machine form) on stdout; with
-    --json, where the runs went on stderr."""
+    --json, where the runs went on stderr. `pairs`: with --all-pairs, every
+    pair's comparison (then `comparisons` is empty)."""
     keep = (lambda card: card) if args.entries else _without_entries
     if args.json:
         if len(cards) == 1:
             write_json(keep(cards[0]), None)
         else:
-            write_json({"runs": [{"name": name, **keep(card)} for name, card in zip(names, cards)],
-                        "comparisons": [{"baseline": names[0], "system": name, **comparison}
-                                        for name, comparison in zip(names[1:], comparisons)]}, None)
+            compared = {"pairs": pairs} if pairs is not None else {
+                "comparisons": [{"baseline": names[0], "system": name, **comparison}
+                                for name, comparison in zip(names[1:], comparisons)]}
+            write_json({"runs": [{"name": name, **keep(card)} for name, card in zip(names, cards)], **compared}, None)
         emit(_run_lines(args, names, cards, outs), sys.stderr)
         return
     style = Style(sys.stdout)
     if len(cards) == 1:
         lines = card_summary(cards[0], style)
+    elif pairs is not None:
+        lines = [style.bold(f"{len(cards)} systems · {heading(cards[0], run=False)}")]
+        lines += _pairs_lines(args, pairs, style)
+        lines += warning_lines(_systems_warnings(names, cards, []), style)
     else:
         lines = [style.bold(f"{len(cards)} systems · {heading(cards[0], run=False)}")]
         lines += comparison_table(names, cards, comparisons, style)
@@ -370,11 +408,13 @@ def _systems_warnings(names: list[str], cards: list[dict], comparisons: list[dic
     return warnings
 
 
-def cmd_compare(args) -> int:
-    _check_run_options(args)
+def _compared_runs(texts: list[str]) -> tuple[list, list[str]]:
+    """Each run `compare` is given (a run card file, or else a stored run's
+    id) as the client takes it, and its name: a file by what sets its name
+    apart from the other files' (system_names), a run id as given."""
     sides = []
-    for text in (args.baseline, args.system):
-        found = card_file_or_run_id(text)  # a run card file, or else a stored run's id
+    for text in texts:
+        found = card_file_or_run_id(text)
         if isinstance(found, Path):
             try:
                 sides.append(load_run_card_for_compare(found))
@@ -382,16 +422,41 @@ def cmd_compare(args) -> int:
                 raise CliError(str(error), EXIT_INVALID_INPUT) from None
         else:
             sides.append(found)
+    file_names = iter(system_names([text for text, side in zip(texts, sides) if not isinstance(side, str)]))
+    return sides, [text if isinstance(side, str) else next(file_names) for text, side in zip(texts, sides)]
+
+
+def cmd_compare(args) -> int:
+    _check_run_options(args)
+    if len(args.runs) < 2:
+        raise CliError("compare needs two runs or more (run card files or stored run ids)", EXIT_INVALID_INPUT)
+    _check_pairs_flags(args, len(args.runs), "give three runs or more")
+    sides, names = _compared_runs(args.runs)
     with reading_client(args, store=any(isinstance(side, str) for side in sides)) as client:
-        comparison = client.compare(*sides, method=args.method, seed=args.seed, resamples=args.resamples or 0)
+        if args.all_pairs:
+            answer = _all_pairs(client, args, sides, names, args.method)
+        else:
+            comparisons = [client.compare(sides[0], side, method=args.method, seed=args.seed,
+                                          resamples=args.resamples or 0) for side in sides[1:]]
+            # Two runs: the comparison itself; more: each with the first, as `evaluate` lists them.
+            answer = comparisons[0] if len(comparisons) == 1 else {
+                "comparisons": [{"baseline": names[0], "system": name, **comparison}
+                                for name, comparison in zip(names[1:], comparisons)]}
     if args.out:
-        write_json(comparison, args.out)
+        write_json(answer, args.out)
     if args.json:
-        write_json(comparison, None)
+        write_json(answer, None)
+        return 0
+    style = Style(sys.stdout)
+    if args.all_pairs:
+        lines = _pairs_lines(args, answer, style)
     else:
-        emit(comparison_summary(comparison, args.baseline, args.system, Style(sys.stdout)))
-        if args.out:
-            print(f"comparison written to {args.out}")
+        lines = []
+        for name, comparison in zip(args.runs[1:], comparisons):
+            lines += ([""] if lines else []) + comparison_summary(comparison, args.runs[0], name, style)
+    emit(lines)
+    if args.out:
+        print(f"comparison written to {args.out}")
     return 0
 
 

@@ -25,7 +25,7 @@ from champollion.apps import inputs
 from champollion.apps.client.channel import ChannelError, check_token, is_untrusted_certificate, open_channel
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
 from champollion.apps.inputs import InputError, PredictionFile
-from champollion.apps.client.upload import collect_run_card, compare_parts, corpus_parts, request_parts
+from champollion.apps.client.upload import collect_run_card, compare_parts, corpus_parts, pairs_parts, request_parts
 from champollion.core.run_card import dict_to_message, entry_for_compare, message_to_dict
 from champollion.core.columns import SPEC_COLUMNS
 from champollion.core.sampling import DEFAULT_RESAMPLES
@@ -282,6 +282,37 @@ class Client:
                 getattr(request, side).CopyFrom(card_for_compare(card, side))
         # Sent in parts, so that run cards larger than one gRPC message fit.
         response = self._call(lambda stub: stub.CompareUpload(compare_parts(request), timeout=LONG_CALL_S))
+        return message_to_dict(response)
+
+    def compare_pairs(self, runs: Sequence[CardLike], names: Sequence[str] | None = None, method: str = "bs",
+                      seed: int | None = None, resamples: int = 0, correction: str = "holm",
+                      tie_threshold: float = 0.0, metrics: Sequence[str] = ()) -> dict:
+        """Every pair of two or more runs of one corpus version, each a
+        stored run's id, a run card dict or a RunCard proto, named by
+        `names` (default: a run id as given, a card by the first 12
+        characters of its run id, else its position #1, #2...). Per metric in `metrics`
+        (keys or short names, and "composite"; default every metric compare
+        tests and the composite): the runs' values, each pair's paired test
+        (`method` as in `compare`) with its p-value uncorrected and corrected
+        (`correction`: "holm", "bh" for Benjamini-Hochberg, or "none") over
+        the metric's pairs, the shares of entries each side wins or ties
+        (a difference of at most `tie_threshold` is a tie), and each run's
+        rank range and significance cluster."""
+        if names is not None and len(names) != len(runs):
+            raise InvalidSettings(f"names: {len(names)} given for {len(runs)} runs")
+        request = gateway_pb2.ComparePairsRequest(method=method, resamples=resamples, correction=correction,
+                                                  tie_threshold=tie_threshold, metrics=list(metrics))
+        if seed is not None:
+            request.seed = seed
+        for index, card in enumerate(runs):
+            run = request.runs.add(name=names[index] if names is not None else "")
+            if isinstance(card, str):
+                run.run_id = card
+            else:
+                run.card.CopyFrom(card if isinstance(card, run_card_pb2.RunCard)
+                                  else card_for_compare(card, f"runs[{index}]"))
+        # Sent in parts, so that run cards larger than one gRPC message fit.
+        response = self._call(lambda stub: stub.ComparePairsUpload(pairs_parts(request), timeout=LONG_CALL_S))
         return message_to_dict(response)
 
     def describe(self) -> dict:

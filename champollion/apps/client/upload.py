@@ -1,6 +1,7 @@
 """The client's side of the streaming RPCs: a run sent to EvaluateUpload in
-parts, two run cards sent to CompareUpload in parts, and a run card put back
-together from an EvaluateStream / EvaluateUpload answer."""
+parts, two run cards sent to CompareUpload and several to
+ComparePairsUpload in parts, and a run card put back together from an
+EvaluateStream / EvaluateUpload answer."""
 from __future__ import annotations
 
 import math
@@ -55,6 +56,21 @@ def compare_parts(request: gateway_pb2.CompareRequest, entries_per_part: int = 5
             part = gateway_pb2.CompareRequest()
             getattr(part, side).entries.extend(entries[start:start + entries_per_part])
             yield part
+
+
+def pairs_parts(request: gateway_pb2.ComparePairsRequest, entries_per_part: int = 5000):
+    """The request as ComparePairsUpload parts: the request with its cards
+    without their entries, then each card's entries in slices, each part
+    naming the card's position."""
+    header = gateway_pb2.ComparePairsRequest()
+    header.CopyFrom(request)
+    for run in header.runs:
+        del run.card.entries[:]
+    yield gateway_pb2.ComparePairsPart(request=header)
+    for position, run in enumerate(request.runs):
+        entries = run.card.entries
+        for start in range(0, len(entries), entries_per_part):
+            yield gateway_pb2.ComparePairsPart(run=position, entries=entries[start:start + entries_per_part])
 
 
 def collect_run_card(updates, on_progress=None) -> dict:

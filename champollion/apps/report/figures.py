@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from champollion.apps.report.model import (
+    AllPairs,
     Run,
     composite_parts,
     cost_per_entry,
@@ -19,6 +20,7 @@ from champollion.apps.report.model import (
     withheld_groups,
 )
 from gateway.card.metrics import CI_METRICS, PERCENT_METRICS
+from gateway.card.pairs import SeenPair, headline_metrics, ranked
 
 # Metrics with bootstrap intervals, by scale (the metric table's): one bar chart each.
 CI_CHARTS = (
@@ -241,6 +243,48 @@ def quality_cost_scatter(runs: list[Run]) -> Figure | None:
     note = f"{left_out} run(s) without a cost or composite are not placed" if left_out else None
     return _figure("quality-cost", title, figure, note,
                    xaxis={"title": "cost per entry (USD)"}, yaxis={"title": "composite"})
+
+
+# Corrected p-values: shades of blue below alpha (darker: smaller), grey above.
+P_VALUE_SCALE = [[0.0, "#08306b"], [0.01, "#2171b5"], [0.05, "#9ecae1"], [0.0501, "#e5e5e5"], [1.0, "#fafafa"]]
+
+
+def pairs_heatmaps(section: AllPairs | None) -> list[Figure]:
+    """Per headline metric (the composite, chrF++), the matrix of every
+    pair's corrected p-value, the runs best first, `*` on the significant
+    ones; hovering a cell gives the difference, both p-values and the
+    win/tie/loss shares."""
+    if section is None or section.result is None:
+        return []
+    result = section.result
+    names, correction = result["names"], result["test"]["correction"]
+    figures = []
+    for metric_id in headline_metrics(result):
+        runs = ranked(result["metrics"][metric_id])
+        z = [[None if run == other else runs.seen[run, other].p_corrected for other in runs.order]
+             for run in runs.order]
+        cells = [["" if run == other else runs.seen[run, other].marked for other in runs.order] for run in runs.order]
+        hover = [[text(names[run]) if run == other else _pair_hover(metric_id, names, runs.seen[run, other], run, other,
+                                                                   correction) for other in runs.order]
+                 for run in runs.order]
+        clusters = result["metrics"][metric_id]["clusters"]
+        labels = [text(f"{names[run]} (cluster {clusters[run]})") for run in runs.order]
+        figure = go.Figure(go.Heatmap(z=z, x=labels, y=labels, text=cells, texttemplate="%{text}",
+                                      hovertext=hover, hoverinfo="text", zmin=0, zmax=1,
+                                      colorscale=P_VALUE_SCALE, colorbar={"title": {"text": "corrected p"}}))
+        title = f"All pairs, {metric_id}: {correction}-corrected p-values, best first (* significant)"
+        figures.append(_figure(f"pairs-{metric_id}", title, figure, yaxis={"autorange": "reversed"},
+                               height=max(340, 160 + 45 * len(runs.order))))
+    return figures
+
+
+def _pair_hover(metric_id: str, names: list[str], pair: SeenPair, run: int, other: int, correction: str) -> str:
+    """What hovering the cell of `run` against `other` says."""
+    shares = "" if pair.ties is None else (f"<br>entries: {pair.wins:.0%} {text(names[run])} better, "
+                                           f"{pair.ties:.0%} ties, {pair.losses:.0%} worse")
+    return (f"{text(names[run])} − {text(names[other])} on {metric_id}: {pair.difference:+.4g}<br>"
+            f"p {pair.p_value:.4g}, {correction} {pair.p_corrected:.4g}"
+            f"{' (significant)' if pair.significant else ''}{shares}")
 
 
 def across_run_figures(runs: list[Run]) -> list[Figure]:

@@ -11,10 +11,11 @@ import numpy as np
 
 from gateway.card.adequacy import gated_statistics, inadequate_entries
 from gateway.card.breakdowns import breakdown
-from gateway.card.compare import CompareRefused, compare_run_cards
+from gateway.card.compare import ComparableRun, CompareRefused, compare_run_cards
 from gateway.card.composite import composite_input
 from gateway.card.corpus import corpus_values
 from gateway.card.metrics import METRICS, PERCENT_METRICS, WEIGHTS
+from gateway.card.pairs import MIN_RUNS, compare_all
 
 # Per-entry texts and facts the run card does not carry (entry id -> fields:
 # source, reference, prediction, domain, latency_s), from the run's own files.
@@ -249,14 +250,19 @@ class Comparison:
     refused: str | None = None
 
 
+def _bootstrap_settings(run: Run) -> tuple[int, int]:
+    """The resamples and seed of a card's bootstrap: the report's paired tests'."""
+    bootstrap = run.card.get("bootstrap") or {}
+    return bootstrap.get("resamples") or 1000, bootstrap.get("seed") or 12345
+
+
 def comparisons(runs: list[Run]) -> list[Comparison]:
     """Each run after the first against the first (paired bootstrap,
     gateway/card/compare.py), with the first card's resamples and seed."""
     if len(runs) < 2:
         return []
     baseline = runs[0]
-    bootstrap = baseline.card.get("bootstrap") or {}
-    resamples, seed = bootstrap.get("resamples") or 1000, bootstrap.get("seed") or 12345
+    resamples, seed = _bootstrap_settings(baseline)
     found = []
     for system in runs[1:]:
         try:
@@ -266,6 +272,41 @@ def comparisons(runs: list[Run]) -> list[Comparison]:
             continue
         found.append(Comparison(baseline, system, result))
     return found
+
+
+@dataclass
+class AllPairs:
+    """Every pair of the report's runs of one corpus version: `result` is
+    gateway/card/pairs.py's compare_all (None: `note` says why); `note`
+    also names the runs left out."""
+    runs: list[Run]
+    result: dict | None
+    note: str | None = None
+
+
+def all_pairs(runs: list[Run]) -> AllPairs | None:
+    """Every pair of the runs with per-entry results of the first corpus
+    version two such runs are on (paired bootstrap with the first card's
+    resamples and seed, Holm-corrected); None for a report of one run."""
+    if len(runs) < MIN_RUNS:
+        return None
+    by_version: dict[str, list[Run]] = {}
+    for run in runs:
+        if run.card.get("entries"):
+            by_version.setdefault((run.card.get("dataset") or {}).get("version"), []).append(run)
+    chosen = next((group for group in by_version.values() if len(group) >= MIN_RUNS), [])
+    left_out = [run.label for run in runs if run not in chosen]
+    note = (f"not in the comparison: {', '.join(left_out)} (another corpus version, or a card without per-entry "
+            f"results)") if left_out else None
+    if not chosen:
+        return AllPairs([], None, "no two runs with per-entry results are on one corpus version")
+    resamples, seed = _bootstrap_settings(runs[0])
+    try:
+        result = compare_all([ComparableRun.from_card(run.card) for run in chosen], resamples, seed,
+                             names=[run.label for run in chosen])
+    except CompareRefused as refused:
+        return AllPairs(chosen, None, str(refused))
+    return AllPairs(chosen, result, note)
 
 
 @dataclass

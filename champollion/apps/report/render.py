@@ -14,11 +14,12 @@ from markupsafe import Markup
 from plotly.offline import get_plotlyjs
 
 from champollion.apps.client import rank_text, ranks_explained, row_flags, split_floor
-from champollion.apps.report.figures import across_run_figures
+from champollion.apps.report.figures import Figure, across_run_figures, pairs_heatmaps
 from champollion.apps.report.model import (
     ENTRY_METRICS,
     EntryInputs,
     Run,
+    all_pairs,
     comparisons,
     composite_parts,
     groups,
@@ -108,9 +109,9 @@ def _write(path: Path, template: str, **context) -> None:
     path.write_text(_render(template, **context), encoding="utf-8")
 
 
-def _figures(runs: list[Run]) -> list[dict]:
+def _figures(figures: list[Figure]) -> list[dict]:
     return [{"id": f.id, "title": f.title, "note": f.note, "drawn": f.drawn, "traces": f.traces,
-             "html": Markup(f.html())} for f in across_run_figures(runs)]
+             "html": Markup(f.html())} for f in figures]
 
 
 def _runs(cards: Sequence[dict], inputs: Sequence[EntryInputs | None] | None) -> list[Run]:
@@ -128,7 +129,7 @@ def _sections(runs: list[Run]) -> dict:
         "breakdowns": {key: [(run, *groups(run, key)) for run in runs]
                        for key in ("by_difficulty", "by_domain", "by_provenance")},
         "comparisons": comparisons(runs),
-        "figures": _figures(runs),
+        "figures": _figures(across_run_figures(runs)),
     }
 
 
@@ -141,7 +142,9 @@ def render_report(cards: list[dict], inputs: Sequence[EntryInputs | None] | None
     runs = _runs(cards, inputs)
     title = ", ".join(run.label for run in runs)
     segments = segment_table(runs)
+    pairs = all_pairs(runs)
     return _render("report.html.j2", title=f"Run report: {title}", **_sections(runs),
+                   pairs=pairs, pair_figures=_figures(pairs_heatmaps(pairs)),
                    warnings=warnings_by_text(runs), worst=[(run, worst_entries(run)) for run in runs],
                    entry_metrics=ENTRY_METRICS, segments=script_json(segments), segment_rows=len(segments["rows"]),
                    segments_js=segments_js())

@@ -1,6 +1,7 @@
 """The public pages: the home page, sign-in, live leaderboards (HTML and
-the JSON `leaderboard --json` prints), run pages with their report, and
-corpus pages. What a visitor may see is decided by the gateway's rules
+the JSON `leaderboard --json` prints), run pages (with the heatmap of the
+run against its board's first runs) with their report, and corpus pages.
+What a visitor may see is decided by the gateway's rules
 (gateway/server/readings.py, access.py), the same calls as its RPCs."""
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from champollion.apps.client import ranks_explained, split_floor
 from champollion.apps.report.model import Run, score_rows
 from champollion.apps.report.render import BOARD_COLUMNS, SHADING, board_rows, render_report
 from champollion.apps.web.rendering import REPORT_CSP, Front, PageError
+from gateway.card.pairs import SeenPair, headline_metrics, ranked
 from gateway.server.access import check_read, is_maintainer
+from gateway.server.comparisons import board_pairs
 from gateway.server.readings import corpora_for, leaderboard_for, run_for, runs_for
 
 ENTRY_COLUMNS = (("composite", "composite"), ("chrf_plus_plus", "chrF++"), ("semantic_score", "semantic"))
@@ -39,6 +42,33 @@ def board_options(request: Request) -> dict:
             "descending": order == "desc", "all_submissions": _flag(request, "all_submissions"),
             "include_disqualified": _flag(request, "include_disqualified"), "official": _flag(request, "official"),
             "limit": int(limit) or None}
+
+
+def _cell(pair: SeenPair | None) -> dict:
+    """A heatmap cell (None: the diagonal); its class (web.css) darker the
+    smaller a significant corrected p."""
+    if pair is None:
+        return {"text": "—", "shade": "self"}
+    p_value = pair.p_corrected
+    shade = "ns" if not pair.significant else "p001" if p_value < 0.001 else "p01" if p_value < 0.01 else "p05"
+    return {"text": pair.marked, "shade": shade}
+
+
+def pairs_heatmap(pairs: dict) -> dict:
+    """board_pairs's comparison as the run page's heatmap: its first
+    headline metric's runs best first, each row's corrected p-values
+    against every run, shaded by significance."""
+    result = pairs["result"]
+    if result is None:
+        return {"note": pairs["note"], "rows": []}
+    metric_id = headline_metrics(result)[0]
+    block, names = result["metrics"][metric_id], result["names"]
+    runs = ranked(block)
+    rows = [{"run_id": pairs["run_ids"][run], "name": names[run], "value": block["values"][run],
+             "cluster": block["clusters"][run], "ranks": block["rank_ranges"][run], "current": run == pairs["run"],
+             "cells": [_cell(runs.seen.get((run, other))) for other in runs.order]}
+            for run in runs.order]
+    return {"note": None, "metric": metric_id, "rows": rows, "test": result["test"], "warnings": result["warnings"]}
 
 
 def routes(front: Front) -> list[Route]:
@@ -97,11 +127,17 @@ def routes(front: Front) -> list[Route]:
 
     async def run_page(request: Request) -> HTMLResponse:
         visitor = front.visitor(request, "run")
-        view = await front.call(lambda store: run_for(store, visitor.caller, request.path_params["run_id"]))
+
+        def read(store):
+            view = run_for(store, visitor.caller, request.path_params["run_id"])
+            # Its board's first runs, as the visitor may list them (none on a secret tier but for maintainers).
+            return view, board_pairs(store, visitor.caller, view.card)
+
+        view, pairs = await front.call(read)
         card = view.card
         return front.page(request, "run.html.j2", title=f"Run {card['run_id'][:12]}", card=card,
                           entries=card.get("entries") if view.entries else None,
-                          score_rows=score_rows([Run(card)]),
+                          score_rows=score_rows([Run(card)]), pairs=pairs_heatmap(pairs),
                           entry_columns=ENTRY_COLUMNS, review=card.get("community_review"))
 
     async def run_report(request: Request) -> HTMLResponse:
