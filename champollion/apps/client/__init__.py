@@ -482,7 +482,8 @@ def ranks_explained(sort: str, clusters: str) -> str:
     """What a board's rank ranges and intervals are, in one sentence for
     the CLI and the pages; `clusters`: how the clusters are shown."""
     return (f"Rank: the ranks that paired bootstrap tests of every pair of ranked runs allow ({DEFAULT_RESAMPLES:,} "
-            f"resamples, Holm-corrected, p < 0.05); in brackets beside {sort}, its 95% interval; {clusters}.")
+            f"resamples, p from their normal fit, Holm-corrected, p < 0.05); in brackets beside {sort}, its 95% "
+            f"interval; {clusters}.")
 
 
 def split_floor(rows: list[dict]) -> tuple[list[dict], list[dict]]:
