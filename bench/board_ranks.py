@@ -18,9 +18,9 @@ which tests every system against the first only (n - 1 pairs), extracting
 each system's statistics from the text; its time less that extraction (timed
 alone) is printed too. The check: our uncorrected p-values of those n - 1
 pairs equal sacreBLEU's (exit 1 otherwise). Budget: warm within 1 s for 50
-runs of about 1,000 entries. The top rows are printed with their ranges, and
-the board's remark where Holm's correction over the pairs can call none
-significant with 1,000 resamples (more than 10 runs).
+runs of about 1,000 entries. The top rows are printed with their ranges (the
+board's p-values: the same test read off the normal fit of the resamples,
+gateway/card/pairs.py), and the board's remark where it has one.
 
 Usage: python bench/board_ranks.py [--runs 50] [--lines 1002] [--repeats 3]
 """
