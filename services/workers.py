@@ -14,7 +14,10 @@ a busy one.
   threads), when first needed, and each limits BLAS to one thread when there
   are several workers.
 - A worker that dies mid-batch fails that batch (``WorkerDied``, naming the
-  process and its exit) and is replaced; the others go on.
+  process and its exit) and is replaced; the others go on. A worker
+  acknowledges a batch before scoring it: one that died before that (killed
+  while idle, before the pool noticed) loses nothing, and its replacement
+  takes the batch (``WorkerGone`` only if that one dies too).
 - Workers ignore SIGINT and SIGTERM (sent to the process group, they reach
   workers too): their server stops them. ``close`` stops them all; a worker
   whose server process dies sees its pipe close and exits, quietly (mid-batch
@@ -58,6 +61,15 @@ _SERVER_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 class WorkerDied(RuntimeError):
     """A worker process ended while it scored a batch."""
+
+
+# A worker's first reply to a batch: it has it.
+TAKEN = ("taken",)
+
+
+class WorkerGone(WorkerDied):
+    """A worker that died before it took a batch (killed while idle): the
+    batch is sent to its replacement."""
 
 
 class WorkerScoringError(RuntimeError):
@@ -180,6 +192,10 @@ def _worker_main(conn: Connection, limit_blas: bool) -> None:
             _answer(conn, ("ok", None))
             continue
         spec, request_bytes, context = payload
+        # The batch is this worker's from here: a death before this line
+        # loses nothing (the server sends it to a fresh worker), after it
+        # fails the batch (it may be what killed the worker).
+        _answer(conn, TAKEN)
         try:
             scorer = scorer_for(spec)
             entries = entries_from_request(family_pb2.ScoreBatchRequest.FromString(request_bytes))
@@ -243,16 +259,30 @@ class _Worker:
         # The pool's close and a call that saw the worker die may stop it at once.
         self._stopping = threading.Lock()
 
-    def call(self, message):
-        """Sends a batch and waits for the answer, or for the process to end."""
+    def call(self, message, on_taken=None):
+        """Sends a message and waits for the answer, or for the process to
+        end. A batch ("score") is first acknowledged (TAKEN, then
+        `on_taken()`): a death before that raises WorkerGone, after it
+        WorkerDied."""
+        taken = message[0] != "score"
         try:
             self.conn.send(message)
-            ready = wait([self.conn, self.process.sentinel])
-            if self.conn in ready:
-                return self.conn.recv()
+            while True:
+                ready = wait([self.conn, self.process.sentinel])
+                if self.conn not in ready:
+                    break
+                reply = self.conn.recv()
+                if reply != TAKEN:
+                    return reply
+                taken = True
+                if on_taken is not None:
+                    on_taken()
         except (EOFError, OSError):
             pass
         self.process.join(timeout=5)
+        if not taken:
+            raise WorkerGone(f"worker process {self.process.pid} {_exit_description(self.process.exitcode)} "
+                             "before it took the batch")
         raise WorkerDied(f"worker process {self.process.pid} {_exit_description(self.process.exitcode)} "
                          "while scoring this batch; it was replaced")
 
@@ -363,14 +393,24 @@ class WorkerPool:
         future.add_done_callback(lambda _: _call_soon(loop, self.slots.release, slot))
         return await asyncio.wrap_future(future)
 
+    def _count_batch(self) -> None:
+        with self._lock:  # calls run in several threads at once
+            self.batches += 1  # counted once the batch is its worker's: a kill from now on fails it
+
     def _call(self, slot: int, message):
         worker = self._worker_in(slot)
-        if message[0] == "score":
-            with self._lock:  # calls run in several threads at once
-                self.batches += 1  # counted once the batch is its worker's: a kill from now on fails it
         try:
-            return worker.call(message)
-        except WorkerDied as error:
+            try:
+                return worker.call(message, self._count_batch)
+            except WorkerGone as gone:
+                # Killed while idle, not yet noticed: nothing of the batch was
+                # done, so its replacement takes it (once: a worker that cannot
+                # even take a batch is a failure to report).
+                log.error("worker_died", job=message[0], error=str(gone))
+                worker.stop(timeout=1)
+                worker = self._start_in(slot, replacing=True)
+                return worker.call(message, self._count_batch)
+        except (WorkerDied, WorkerGone) as error:
             if not self._closed:  # else it was stopped with the pool
                 log.error("worker_died", job=message[0], error=str(error))
             worker.stop(timeout=1)

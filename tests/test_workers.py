@@ -134,10 +134,12 @@ def test_a_killed_worker_fails_its_batch_clearly_and_is_replaced():
 
 
 def test_a_worker_killed_while_idle_is_replaced_without_failing_a_batch():
+    """The batch is sent at once, before the pool can have noticed the
+    deaths: a worker acknowledges a batch before scoring it, so one that died
+    without acknowledging it loses nothing and its replacement takes it."""
     with _surface_with_two_workers() as (gateway, pool):
         for pid in pool.pids():
             os.kill(pid, signal.SIGKILL)
-        time.sleep(0.2)
         card = evaluate(gateway, make_request(_long_entries(4), batch_size=2))
         assert card["scores"]["chrf_plus_plus"] is not None
         assert not [w for w in card["warnings"] if "surface" in w]
@@ -231,13 +233,13 @@ def test_the_families_batches_of_one_affinity_key_are_scored_by_one_worker(monke
     scored_by = []  # (family, first entry id, worker pid) of each batch a worker received
     send = _Worker.call
 
-    def send_recording_the_worker(worker, message):
+    def send_recording_the_worker(worker, message, on_taken=None):
         kind, *payload = message
         if kind == "score":
             spec, request_bytes, _ = payload
             first_id = family_pb2.ScoreBatchRequest.FromString(request_bytes).entries[0].id
             scored_by.append((spec.family, first_id, worker.process.pid))
-        return send(worker, message)
+        return send(worker, message, on_taken)
 
     monkeypatch.setattr(_Worker, "call", send_recording_the_worker)
 
