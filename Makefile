@@ -108,6 +108,7 @@ bench: install
 	$(BIN)/python bench/all_pairs.py
 	$(BIN)/python bench/multi_reference.py
 	$(BIN)/python bench/cli_speed.py
+	$(BIN)/python bench/mqm_ted.py
 
 clean:
 	rm -rf $(VENV) champollion/eval build *.egg-info champollion/core/native/*.so

@@ -499,8 +499,9 @@ def _define_meta_eval(meta_eval: argparse.ArgumentParser) -> None:
                                 "(its systems' run cards are read when no card is given)")
     meta_eval.add_argument("--format", default="auto", choices=FORMATS,
                            help="system-score: system<TAB>score per segment line; system-segment-score: "
-                                "system<TAB>segment<TAB>score; mqm: WMT's MQM average segment scores "
-                                "(default: told from the first line)")
+                                "system<TAB>segment<TAB>score; mqm: WMT's MQM average segment scores; "
+                                "mqm-errors: MQM error annotations, scored by their weights (default: told from "
+                                "the first line)")
     meta_eval.add_argument("--lower-is-better", action="store_true",
                            help="the human scores are errors or costs: lower is better")
     meta_eval.add_argument("--system", action="append", default=[], metavar="CARD=NAME",

@@ -7,7 +7,14 @@ Formats (README "Meta-evaluation"):
   system-segment-score  `system<TAB>segment<TAB>score`, segment = an entry id
                         of the run cards, or a 1-based position in the corpus;
   mqm                   a header line `system mqm_avg_score seg_id`, then
-                        `system score seg_id` separated by tabs or spaces.
+                        `system score seg_id` separated by tabs or spaces;
+  mqm-errors            MQM error annotations, one error (or No-error) a row:
+                        a header naming at least the columns system, seg_id,
+                        rater, category and severity (the WMT MQM releases'
+                        `system doc doc_id seg_id rater source target category
+                        severity comment`), tab-separated; each segment's
+                        score is gateway.review.mqm's (its errors weighted,
+                        summed per rater, averaged over raters, negated).
 A score `None` means "not judged". Scores are read as they are written; the
 caller turns lower-is-better judgments around.
 """
@@ -17,7 +24,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-FORMATS = ("auto", "system-score", "system-segment-score", "mqm")
+from gateway.review.mqm import Annotation, UnknownSeverity, error_weight, segment_scores
+
+FORMATS = ("auto", "system-score", "system-segment-score", "mqm", "mqm-errors")
+# The columns an MQM error file must name in its header.
+_MQM_ERROR_COLUMNS = ("system", "seg_id", "rater", "category", "severity")
 # What a judgment file writes for a segment nobody judged (the MQM release's word).
 NOT_JUDGED = "None"
 _MQM_HEADER = ("system", "mqm_avg_score", "seg_id")
@@ -44,6 +55,8 @@ def detect_format(path: Path, first_line: str) -> str:
     if tuple(first_line.split()) == _MQM_HEADER:
         return "mqm"
     fields = first_line.rstrip("\n").split("\t")
+    if set(_MQM_ERROR_COLUMNS) <= set(fields):
+        return "mqm-errors"
     if len(fields) == 2:
         return "system-score"
     if len(fields) == 3:
@@ -94,6 +107,8 @@ def read_judgments(path: Path, file_format: str = "auto") -> Judgments:
         raise JudgmentError(f"{path}: no judgments")
     if file_format == "auto":
         file_format = detect_format(path, lines[0])
+    if file_format == "mqm-errors":
+        return _mqm_error_judgments(path, lines)
     judgments = Judgments(path, file_format, by_position=file_format == "system-score")
     for number, line in enumerate(lines, start=1):
         if not line.strip() or (number == 1 and file_format == "mqm" and tuple(line.split()) == _MQM_HEADER):
@@ -104,4 +119,33 @@ def read_judgments(path: Path, file_format: str = "auto") -> Judgments:
         if segment in by_segment:
             raise JudgmentError(f"{path}:{number}: system {system!r} segment {segment!r} is judged twice")
         by_segment[segment] = _score(path, number, score_text)
+    return judgments
+
+
+def _mqm_error_judgments(path: Path, lines: list[str]) -> Judgments:
+    """Segment scores from MQM error rows (format mqm-errors)."""
+    header = lines[0].split("\t")
+    missing = [name for name in _MQM_ERROR_COLUMNS if name not in header]
+    if missing:
+        raise JudgmentError(f"{path}:1: an MQM error file's header names {', '.join(_MQM_ERROR_COLUMNS)}; "
+                            f"missing: {', '.join(missing)}")
+    column = {name: header.index(name) for name in _MQM_ERROR_COLUMNS}
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        if len(cells) != len(header):
+            raise JudgmentError(f"{path}:{number}: {len(cells)} tab-separated fields, the header names {len(header)}")
+        row = Annotation(*(cells[column[name]].strip() for name in _MQM_ERROR_COLUMNS))
+        if not row.system or not row.segment or not row.rater:
+            raise JudgmentError(f"{path}:{number}: system, seg_id and rater must not be empty")
+        try:
+            error_weight(row.category, row.severity)
+        except UnknownSeverity as error:
+            raise JudgmentError(f"{path}:{number}: {error}") from None
+        rows.append(row)
+    judgments = Judgments(path, "mqm-errors", by_position=False)
+    for (system, segment), score in segment_scores(rows).items():
+        judgments.scores.setdefault(system, {})[segment] = score
     return judgments
