@@ -205,6 +205,8 @@ def cmd_leaderboard(args) -> int:
         return 0
     systems, floor = split_floor(board.rows)
     print(_board_title(board, args))
+    if not systems:
+        return 0
     print(_board_table(systems, "rank", rank_text, board.sort))
     if any(row.get("rank_range") for row in systems):
         print(ranks_explained(board.sort, "blank lines separate significance clusters"))
@@ -261,7 +263,19 @@ def _between_clusters(lines: list[str], clusters: list[int | None]) -> list[str]
     return header + spaced
 
 
+def _no_run(board, args) -> str:
+    """An empty board in one line (it has no version to name nor row to
+    show), with what the flags left out."""
+    where = f" on corpus version {board.corpus_version[:12]}" if board.corpus_version else ""
+    left_out = ["--official: only runs scored against a registered holdout or gold corpus"] if args.official else []
+    if not args.include_disqualified:
+        left_out.append("disqualified runs only with --include-disqualified")
+    return f"{board.dataset_id}: no run to rank{where} ({'; '.join(left_out + ['held runs once cleared'])})"
+
+
 def _board_title(board, args) -> str:
+    if not split_floor(board.rows)[0]:
+        return _no_run(board, args)
     order = "lowest" if args.ascending else "highest"
     return f"{board.dataset_id}, corpus version {board.corpus_version[:12]}, by {board.sort} ({order} first)"
 
