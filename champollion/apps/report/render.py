@@ -28,6 +28,7 @@ from champollion.apps.report.model import (
     warnings_by_text,
     worst_entries,
 )
+from gateway.card.display import column_text
 
 # Leaderboard columns: (row key, header); the rest of a row shows as flags.
 BOARD_COLUMNS = (
@@ -155,14 +156,21 @@ def write_report(cards: list[dict], path: Path, inputs: Sequence[EntryInputs | N
     Path(path).write_text(render_report(cards, inputs), encoding="utf-8")
 
 
-def board_rows(rows: list[dict]) -> list[dict]:
+def board_rows(rows: list[dict], sort: str = "composite_score") -> list[dict]:
     """Leaderboard rows (as `leaderboard --json` prints them) as a page shows
-    them: the BOARD_COLUMNS cells, the flags in words, the rank as shown
-    (its range where it has one), the sort column's interval and the
-    significance cluster (for the rows' shading: `shade`, 0 or 1, alternates
-    from one cluster to the next; None outside the clusters)."""
-    return [{"cells": [(key, row.get(key)) for key, _ in BOARD_COLUMNS], "flags": row_flags(row),
-             "rank": rank_text(row), "rank_range": row.get("rank_range"), "ci": row.get("ci"),
+    them: the BOARD_COLUMNS cells (key, value, text in the column's one
+    format), the flags in words, the rank as shown (its range where it has
+    one), the `sort` column's interval (and as text) and the significance
+    cluster (for the rows' shading: `shade`, 0 or 1, alternates from one
+    cluster to the next; None outside the clusters)."""
+    def interval(found: dict | None) -> str | None:
+        if not found:
+            return None
+        return f"[{column_text(sort, found['ci_lower'], '—')}, {column_text(sort, found['ci_upper'], '—')}]"
+
+    return [{"cells": [(key, row.get(key), column_text(key, row.get(key), "—")) for key, _ in BOARD_COLUMNS],
+             "flags": row_flags(row), "rank": rank_text(row), "rank_range": row.get("rank_range"),
+             "ci": row.get("ci"), "ci_text": interval(row.get("ci")),
              "shade": None if row.get("cluster") is None else row["cluster"] % 2} for row in rows]
 
 
@@ -178,7 +186,7 @@ def write_leaderboard_page(rows: list[dict], cards: list[dict], path: Path, titl
     systems, floor = split_floor(rows)
     ordered = [by_id[row["run_id"]] for row in systems if row.get("run_id") in by_id]
     runs = _runs(ordered, None)
-    _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board_rows(systems),
-           floor=board_rows(floor), missing_cards=len(systems) - len(ordered), sort=sort, ranks_note=ranks_note,
+    _write(Path(path), "leaderboard.html.j2", title=title, columns=BOARD_COLUMNS, board=board_rows(systems, sort),
+           floor=board_rows(floor, sort), missing_cards=len(systems) - len(ordered), sort=sort, ranks_note=ranks_note,
            ranks_explained=ranks_explained(sort, SHADING),
            **_sections(runs))
