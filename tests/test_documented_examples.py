@@ -298,7 +298,7 @@ class Workspace:
     def filled(self, command: str) -> str:
         for pattern, replacement in PLACEHOLDERS:
             command = re.sub(pattern, replacement, command)
-        return command.format(**self.values) if "{" in command and "}" in command else command
+        return re.sub(r"\{(\w+)\}", lambda name: self.values.get(name.group(1), name.group(0)), command)
 
     def plain_text_dataset(self) -> bool:
         ids = {json.loads((self.folder / name).read_text(encoding="utf-8"))["dataset"]["id"]
@@ -310,9 +310,8 @@ def _write_lines(path: Path, lines) -> None:
     path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
 
 
-def _scored(*args) -> dict:
+def _scored(out: Path, *args) -> dict:
     """A run scored through the CLI, its card read from the file it wrote."""
-    out = Path(tempfile.mkdtemp(prefix="docs-card-")) / "card.json"
     assert run_cli("evaluate", *args, "-o", out) == 0
     return json.loads(out.read_text(encoding="utf-8"))
 
@@ -347,22 +346,23 @@ def _filled_workspace(ws: Workspace) -> Workspace:
     rows = [f"{e['id']}\t{e['source']}\t{e['reference']}" for e in corpus["entries"]]
     _write_lines(folder / "corpus.tsv", ["id\tsource\treference", *rows])
     # The docs' board: the example as example-llm-mini twice, and lower-cased at a third of the cost.
-    predictions = [json.loads(line) for line in (EXAMPLE / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = (EXAMPLE / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    predictions = [json.loads(line) for line in lines]
     lowered = [{**p, **({"prediction": p["prediction"].lower()} if "prediction" in p else {}),
                 **({"cost_usd": p["cost_usd"] / 3} if "cost_usd" in p else {})} for p in predictions]
     _write_lines(folder / "predictions-b.jsonl", [json.dumps(p, ensure_ascii=False) for p in lowered])
     meta = json.loads((EXAMPLE / "meta.json").read_text(encoding="utf-8"))
     (folder / "meta-b.json").write_text(json.dumps({**meta, "model_slug": "example-llm-b"}), encoding="utf-8")
     example = (folder / "corpus.json", "--glossary", folder / "glossary.json", "--gateway", gateway)
-    mini = [_scored(example[0], folder / "predictions.jsonl", "--meta", folder / "meta.json", *example[1:])
-            for _ in range(2)]
-    cheap = _scored(example[0], folder / "predictions-b.jsonl", "--meta", folder / "meta-b.json", *example[1:])
-    (folder / "card.json").write_text(json.dumps(mini[0]), encoding="utf-8")
+    mini = [_scored(folder / name, example[0], folder / "predictions.jsonl", "--meta", folder / "meta.json",
+                    *example[1:]) for name in ("card.json", "card-again.json")]
+    cheap = _scored(folder / "card-b.json", example[0], folder / "predictions-b.jsonl", "--meta",
+                    folder / "meta-b.json", *example[1:])
     ws.values.update(run=mini[0]["run_id"], other_run=cheap["run_id"])
     # The quick start's cards (its own example writes them again).
     assert run_cli("evaluate", "-s", folder / "src.en", "-r", folder / "ref.de", "-i", folder / "sys1.de",
                    folder / "sys2.de", "--name", "baseline", "candidate", "--source-lang", "en", "--target-lang",
-                   "de", "-o", folder / "baseline.json", folder / "candidate.json", "--gateway", gateway) == 0
+                   "de", "-o", folder / "baseline.json", "-o", folder / "candidate.json", "--gateway", gateway) == 0
     # A registered corpus, three systems scored on it, and a review campaign their raters finished.
     registered = {**corpus, "id": "docs-registered-eng-spa"}
     systems = {"as-is": lambda text: text, "lower": str.lower, "upper": str.upper}
@@ -415,16 +415,13 @@ def run_here(argv: list[str], capsys) -> Ran:
 
 
 def _outputs(argv: list[str]) -> list[str]:
-    """The files an example's -o/--out names."""
+    """The files an example's -o/--out names (one, or several after one flag)."""
     found = []
     for index, word in enumerate(argv):
         if word in ("-o", "--out"):
-            found += [w for w in argv[index + 1:][:_count_values(argv[index + 1:])]]
+            rest = argv[index + 1:]
+            found += rest[:next((n for n, value in enumerate(rest) if value.startswith("-")), len(rest))]
     return found
-
-
-def _count_values(rest: list[str]) -> int:
-    return next((index for index, word in enumerate(rest) if word.startswith("-")), len(rest))
 
 
 def _postgres_env(request, env: dict) -> dict:
@@ -483,9 +480,13 @@ def test_documented_example(example: Example, workspace: Workspace, request, cap
         if argv[1] in ("evaluate", "describe") and "--gateway" not in argv:
             argv += ["--gateway", workspace.gateway]  # the workspace's: no stack of every family per example
         outputs = _outputs(argv)
+        before = {name: Path(name).read_bytes() for name in outputs if Path(name).is_file()}
         for name in outputs:
-            Path(name).unlink(missing_ok=True)
+            Path(name).unlink(missing_ok=True)  # so that the run must write them
         ran = run_here(argv, capsys)
+        for name, content in before.items():
+            if not Path(name).is_file() and ran.exit_code:
+                Path(name).write_bytes(content)  # a failed run: the examples after it still find the file
     assert ran.exit_code == 0, f"{command}: exit {ran.exit_code}\n{ran.stderr[-2000:]}"
     assert "Traceback" not in ran.stderr
     assert "corpus version , by" not in ran.stdout
