@@ -7,7 +7,7 @@ import json
 import re
 
 from champollion.apps.cli.stored import BOARD_TABLE
-from champollion.apps.report.render import BOARD_COLUMNS, board_rows
+from champollion.apps.report.render import BOARD_COLUMNS, board_rows, score_text
 from champollion.core.columns import SORT_COLUMNS, SPEC_COLUMNS, REAL
 from gateway.card.display import column_format, column_text, metric_text
 from gateway.card.metrics import METRICS
@@ -69,3 +69,11 @@ def test_the_pages_cells_are_the_clis_texts(cli, tmp_path):
         assert cells["cost_per_entry_usd"] == column_text("cost_per_entry_usd", row["cost_per_entry_usd"])
         assert cells["semantic_score"] == "—"  # none: the pages' dash
     assert [dict((k, t) for k, _, t in r["cells"])["cost_per_entry_usd"] for r in shown] == ["3.333e-03", "1.000e-02"]
+
+
+def test_the_pages_score_tables_write_a_metric_as_the_cli_does():
+    """The report's, the --html board's and the web run page's scores tables."""
+    assert score_text(73.9, "chrf_plus_plus") == "73.90" == metric_text("chrf_plus_plus", 73.9)
+    assert score_text(0.5, "composite") == "0.5000" and score_text(0.0033333, "exact_match_rate") == "0.0033"
+    assert score_text(12, "exact_matches") == "12"  # a count stays whole
+    assert score_text("fluent", "quality_tier") == "fluent" and score_text(None, "bleu") == "—"

@@ -31,7 +31,8 @@ from champollion.apps.report.model import (
     warnings_by_text,
     worst_entries,
 )
-from gateway.card.display import column_text
+from gateway.card.display import column_text, metric_text
+from gateway.card.metrics import METRICS
 
 # Leaderboard columns: (row key, header); the rest of a row shows as flags.
 BOARD_COLUMNS = (
@@ -66,6 +67,14 @@ def number(value, digits: int = 4) -> str:
     return str(value)
 
 
+def score_text(value, metric: str) -> str:
+    """A run-card score as the CLI writes it, in its metric's one format
+    (gateway/card/display.py); counts, labels and the rest as `number`."""
+    if isinstance(value, float) and not math.isnan(value) and (metric in METRICS or metric == "composite"):
+        return metric_text(metric, value)
+    return number(value)
+
+
 @lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -76,6 +85,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["number"] = number
+    env.filters["score"] = score_text
     return env
 
 
