@@ -19,7 +19,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from champollion.apps.client import rank_text
-from champollion.apps.report.render import number
 from champollion.apps.web.app import WebSettings, create_app
 from gateway.card.compare import ComparableRun
 from gateway.card.pairs import compare_all
@@ -240,9 +239,9 @@ def test_leaderboard_json_and_table_show_the_ranges(cli, board_store):
     lines = table.stdout.splitlines()
     body = lines[3:]
     a, b = rows[0], rows[1]
-    assert body[0].split()[:5] == ["1–2", "model-A", f"{a['composite_score']:.4g}",
-                                   f"[{a['ci']['ci_lower']:.4g},", f"{a['ci']['ci_upper']:.4g}]"]
-    assert body[1].split()[:2] == ["1–2", "model-B"] and f"{b['composite_score']:.4g}" in body[1]
+    assert body[0].split()[:5] == ["1–2", "model-A", f"{a['composite_score']:.4f}",
+                                   f"[{a['ci']['ci_lower']:.4f},", f"{a['ci']['ci_upper']:.4f}]"]
+    assert body[1].split()[:2] == ["1–2", "model-B"] and f"{b['composite_score']:.4f}" in body[1]
     # A blank line between the clusters, and before the rows outside them.
     assert body[2] == "" and body[3].split()[:2] == ["3", "model-C"] and body[4] == ""
     assert body[5].split()[:2] == ["4", "model-odd"] and "not comparable" in body[5]
@@ -285,7 +284,8 @@ def test_the_web_board_shows_what_leaderboard_json_gives(cli, board_store, tmp_p
             continue
         assert data_range.split() == [str(end) for end in row["rank_range"]]
         assert [float(bound) for bound in data_ci.split()] == [row["ci"]["ci_lower"], row["ci"]["ci_upper"]]
-        assert ci_text == f"{number(row['ci']['ci_lower'])}, {number(row['ci']['ci_upper'])}"
+        # In the sort column's one format (the composite's four decimals), as its value.
+        assert ci_text == f"{row['ci']['ci_lower']:.4f}, {row['ci']['ci_upper']:.4f}"
         assert attributes == f'class="cluster-{row["cluster"] % 2}"'
     assert [shown[row["run_id"]][0] for row in rows] == ["1–2", "1–2", "3", "4"]
     assert 'id="ranks-note">Rank: the ranks' in page

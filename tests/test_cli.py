@@ -217,7 +217,9 @@ def test_evaluate_plain_text_with_a_line_missing_is_one_line_exit_2(cli, stack, 
 
 @pytest.mark.parametrize("args, message", [
     (["--src", "s.txt", "--hyp", "h.txt", "--source-lang", "eng", "--target-lang", "spa"], "--ref"),
-    (["c.json", "p.jsonl", "--src", "s.txt", "--ref", "r.txt", "--hyp", "h.txt"], "replace CORPUS PREDICTIONS"),
+    (["c.json", "p.jsonl", "--src", "s.txt", "--ref", "r.txt", "--hyp", "h.txt"],
+     "c.json, p.jsonl: a file given where no file is expected"),
+    (["--corpus-id", "c", "--src", "s.txt", "--ref", "r.txt", "--hyp", "h.txt"], "--corpus-id with --src/--ref/--hyp"),
     (["--src", "s.txt", "--ref", "r.txt", "--hyp", "h.txt"], "--source-lang and --target-lang"),
     (["c.json"], "evaluate needs CORPUS PREDICTIONS"),
     (["c.json", "p.jsonl", "--workers", "2", "--gateway", "127.0.0.1:1"], "--workers"),
@@ -225,6 +227,21 @@ def test_evaluate_plain_text_with_a_line_missing_is_one_line_exit_2(cli, stack, 
 def test_evaluate_refuses_mixed_inputs_by_flag(cli, args, message):
     result = cli("evaluate", *args)
     assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [
+    ["-s", "src.en", "-r", "ref.de", "b.json", "-i", "sys1.de"],  # --ref takes one file
+    ["-i", "sys1.de", "-s", "src.en", "b.json", "-r", "ref.de"],  # so does --src
+])
+def test_a_stray_file_beside_plain_text_names_itself_not_flags_never_given(cli, args):
+    """A file no flag took is named, with how the flags take their files;
+    the message does not blame CORPUS PREDICTIONS or --corpus-id, which the
+    command line never gave."""
+    result = cli("evaluate", *args, "--source-lang", "en", "--target-lang", "de")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith("champollion: error: b.json: a file given where no file is expected")
+    assert "-r/--ref takes one" in result.stderr
+    assert "CORPUS" not in result.stderr and "--corpus-id" not in result.stderr
 
 
 def test_compare_by_approximate_randomisation(cli, stack, example_card):

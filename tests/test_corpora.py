@@ -383,3 +383,21 @@ def test_cli_official_leaderboard_leaves_dev_runs_out(cli, tmp_path):
     assert [row["run_id"] for row in json.loads(cli(*board, "--official").stdout)] == [cards["holdout"]["run_id"]]
     assert [row["run_id"] for row in json.loads(cli(*board).stdout)] == [cards["dev"]["run_id"],
                                                                           cards["holdout"]["run_id"]]
+
+
+def test_an_empty_official_board_says_there_is_no_run(cli, tmp_path):
+    """A board with runs on the corpus but none official: one line saying so
+    (no empty version nor table), the JSON an empty list, status 0."""
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    store = RunStore.open(url)
+    card = make_card(model="on-dev", composite=0.5)
+    card["dataset"]["tier"] = "dev"
+    save(store, card)
+    store.close()
+    result = cli("leaderboard", "--dataset", DATASET, "--official", "--store", url)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{DATASET}: no run to rank (--official: only runs scored against a registered holdout or gold corpus; "
+        "disqualified runs only with --include-disqualified; held runs once cleared)"]
+    assert json.loads(cli("leaderboard", "--dataset", DATASET, "--official", "--json", "--store", url).stdout) == []
+    assert cli("leaderboard", "--dataset", DATASET, "--store", url).stdout.startswith(f"{DATASET}, corpus version ")

@@ -67,6 +67,9 @@ class Opened:
         self.page.route("**/*", route)
         self.page.goto(page_url)
         self.page.wait_for_load_state("load")
+        # plotly.js is inflated and the figures drawn after the load event (templates/charts.js).
+        self.page.wait_for_function("() => document.documentElement.dataset.charts !== 'loading'")
+        self.charts = self.page.evaluate("() => document.documentElement.dataset.charts")
 
     def figures(self) -> dict[str, dict]:
         """Each plotly figure: its trace count as drawn, the count the page
@@ -83,6 +86,7 @@ class Opened:
             }))""")
 
     def assert_clean(self):
+        assert self.charts in ("drawn", "none"), self.charts
         assert self.errors == [], self.errors
         assert self.refused == [], f"requests beyond the file: {self.refused}"
 
@@ -591,6 +595,44 @@ def test_segment_table_of_2000_entries_stays_quick(runs, browser, tmp_path):
     assert page.locator("#seg-page").inner_text().startswith(f"rows 51–100 of {count}")
     assert [d for d in deltas if d is not None] == sorted(d for d in deltas if d is not None)
     page.close()
+
+
+def test_three_runs_of_300_entries_embed_plotly_once_in_under_1_mib(runs, browser, tmp_path):
+    """Issue 37: the report of 3 runs x 300 entries was 5.3 MB, nearly all of
+    it plotly.js's full bundle. Now: its cartesian bundle, gzip-compressed,
+    once per page, and the figures' layout template once; every figure is
+    still drawn, offline."""
+    cards, inputs = zip(*(_big_card(*runs[name], 300) for name in ("mini", "cheap", "hostile")))
+    path = tmp_path / "report-3x300.html"
+    write_report(list(cards), path, inputs=list(inputs))
+    html = path.read_text(encoding="utf-8")
+    size = path.stat().st_size
+    print(f"3 runs x 300 entries: {size:,} bytes ({size / 2 ** 20:.2f} MiB)")
+    assert size < 2 ** 20
+    assert html.count('id="plotly-gz"') == 1 and html.count('id="plotly-template"') == 1
+    assert html.count('class="figure-spec"') == html.count('class="plotly-figure"') > 0
+    assert '"template"' not in html.split('id="plotly-template"', 1)[0]  # no figure carries its own
+    opened = Opened(browser, path)
+    opened.assert_clean()
+    assert opened.charts == "drawn"
+    figures = opened.figures()
+    # Every figure drawn whole: its traces, and SVG marks (a heatmap's are its cells' texts, in g.hm).
+    assert figures and [name for name, f in figures.items() if f["drawn"] != f["expected"]] == []
+    assert [name for name, f in figures.items() if not f["marks"] and not name.startswith("pairs-")] == []
+    assert {name for name in figures if name.startswith("pairs-")} == {"pairs-composite", "pairs-chrf_plus_plus"}
+    assert opened.page.locator("#figure-pairs-composite g.hm text").count() == 6
+    opened.page.close()
+
+
+def test_the_bundled_plotly_is_the_release_plotly_py_writes_figures_for():
+    from importlib.resources import files
+
+    from plotly.offline import get_plotlyjs_version
+
+    from champollion.apps.report.render import PLOTLY_BUNDLE
+
+    header = files("champollion.apps.report").joinpath(*PLOTLY_BUNDLE).read_text(encoding="utf-8")[:200]
+    assert f"plotly.js (cartesian - minified) v{get_plotlyjs_version()}\n" in header
 
 
 def test_plain_text_inputs_read_as_evaluate_reads_them(tmp_path):

@@ -97,6 +97,10 @@ def test_the_public_sees_the_rows_without_the_maintainers_columns(app, runs):
         rows = visitor.get(f"/api/leaderboard/{CORPUS_ID}").json()["rows"]
         assert rows and not any("submitted_by" in row or "review" in row for row in rows)
         assert visitor.get("/api/leaderboard/web-no-such-corpus").status_code == 404
+        # Its runs are dev runs: the official board has none, and says so rather than name an empty version.
+        empty = visitor.get(f"/leaderboard/{CORPUS_ID}?official=1").text
+        assert re.search(r'<p id="no-run">No run to rank on this board: official runs only', empty)
+        assert "Corpus version <code></code>" not in empty and "<tr data-run-id" not in empty
         bad = visitor.get(f"/api/leaderboard/{CORPUS_ID}?sort=no_such_metric")
         assert bad.status_code == 400 and "sort" in bad.json()["error"]
 

@@ -192,6 +192,23 @@ def test_a_campaign_from_creation_to_results_in_the_browser(browser, front):
     assert spans == [[{"start": 0, "end": 1, "severity": "minor"}]]
 
 
+def test_a_runs_report_draws_its_charts_under_the_reports_policy(browser, front):
+    """The run report's page, with its own content security policy: plotly.js
+    inflated in the page (report/templates/charts.js) and every figure drawn,
+    nothing asked of anywhere else, no error."""
+    watched = Watched(browser, front["base"])
+    page = watched.page
+    answer = page.goto(f"{front['base']}/runs/{front['runs'][0]}/report")
+    assert "unsafe-inline" in answer.headers["content-security-policy"]
+    page.wait_for_function("() => document.documentElement.dataset.charts !== 'loading'")
+    assert page.evaluate("() => document.documentElement.dataset.charts") == "drawn"
+    drawn = page.evaluate("() => Array.from(document.querySelectorAll('.figure .js-plotly-plot'))"
+                          ".map(plot => plot.data.length)")
+    assert drawn and all(drawn)
+    assert watched.errors == [] and watched.outside == []
+    watched.close()
+
+
 def test_the_fonts_the_pages_need_are_installed():
     """Syllabics and Arabic render with Debian's Noto fonts (fonts-noto-core, installed by `make test`)."""
     families = subprocess.run(["fc-list", ":", "family"], capture_output=True, text=True, check=True).stdout

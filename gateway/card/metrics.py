@@ -55,6 +55,10 @@ class ScoreKey:
     # Short names a request may use for it (EvaluateOptions.metrics, the
     # CLI's --metrics), besides the key; matched case-insensitively.
     aliases: tuple[str, ...] = ()
+    # Decimals every value of it is written with for people (gateway/card/
+    # display.py: the CLI's summaries and tables, the boards): one format per
+    # metric, so a column never shows 0.01 beside 0.003333.
+    decimals: int = 4
 
 
 def _weights(**by_profile: float) -> Mapping[str, float]:
@@ -84,11 +88,12 @@ TABLE: tuple[ScoreKey, ...] = (
            compared=True, plugin_family="structural", aliases=("equivalent",)),
     count("equivalent_matches", "surface", of="equivalent_match_rate"),
     metric("chrf_plus_plus", "surface", sacrebleu_score("chrf_plus_plus"), weights=_weights(A=0.15, B=0.25),
-           scale=100.0, interval=True, tier_interval=True, compared=True, aliases=("chrf", "chrf++", "chrf2++")),
-    metric("bleu", "surface", sacrebleu_score("bleu"), scale=100.0, interval=True, compared=True),
+           scale=100.0, decimals=2, interval=True, tier_interval=True, compared=True,
+           aliases=("chrf", "chrf++", "chrf2++")),
+    metric("bleu", "surface", sacrebleu_score("bleu"), scale=100.0, decimals=2, interval=True, compared=True),
     # sacreBLEU's TER is a percentage of reference words (above 100 when the
     # edits outnumber them): its scale is that of chrF++ and BLEU.
-    metric("ter", "surface", sacrebleu_score("ter"), scale=100.0, lower_is_better=True, compared=True),
+    metric("ter", "surface", sacrebleu_score("ter"), scale=100.0, decimals=2, lower_is_better=True, compared=True),
     metric("length_ratio", "surface", aliases=("length",)),
     # §2.2 structural
     metric("fst_acceptance_rate", "structural", weights=_weights(A=0.25), interval=True, compared=True,

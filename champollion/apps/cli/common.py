@@ -223,7 +223,3 @@ def write_json(data, out: str | None) -> None:
         Path(out).write_text(text + "\n", encoding="utf-8")
     else:
         print(text)
-
-
-def number(value) -> str:
-    return "-" if value is None else f"{value:.4g}"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
+from gateway.card.display import metric_text
 from gateway.card.metrics import METRICS
 
 # At most this many warnings are printed; the card keeps them all.
@@ -50,12 +51,9 @@ class Style:
 
 
 def value_text(metric_id: str, value) -> str:
-    """A metric value as printed: sacreBLEU's percentages (chrF++, BLEU,
-    TER) with two decimals, rates and scores with four."""
-    if value is None:
-        return "-"
-    row = METRICS.get(metric_id)
-    return f"{value:.2f}" if row is not None and row.scale == 100.0 else f"{value:.4f}"
+    """A metric value as printed: the metric table's decimals (sacreBLEU's
+    percentages two, rates and scores four), "-" for none."""
+    return metric_text(metric_id, value)
 
 
 def interval_text(metric_id: str, interval) -> str:

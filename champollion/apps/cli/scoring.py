@@ -114,8 +114,16 @@ def _input_kind(args) -> str:
         if missing:
             raise CliError(f"{', '.join(plain)} with {' and '.join(missing)}: plain-text input needs --src, "
                            f"--ref (one or more) and --hyp", EXIT_INVALID_INPUT)
-        if args.corpus or args.predictions or args.corpus_id:
-            raise CliError("--src/--ref/--hyp replace CORPUS PREDICTIONS and --corpus-id", EXIT_INVALID_INPUT)
+        if args.corpus_id:
+            raise CliError("--corpus-id with --src/--ref/--hyp: plain text is scored as a corpus of its own",
+                           EXIT_INVALID_INPUT)
+        stray = [name for name in (args.corpus, *args.predictions) if name]
+        if stray:
+            # Argparse leaves a file that no flag took as CORPUS or PREDICTIONS:
+            # name it, and how the flags take their files.
+            raise CliError(f"{', '.join(stray)}: a file given where no file is expected: with --src/--ref/--hyp "
+                           f"every file follows its flag (-r/--ref takes one: repeat it for each reference; "
+                           f"-i/--hyp and -o/--out take several after one flag, one per system)", EXIT_INVALID_INPUT)
         if not args.source_lang or not args.target_lang:
             raise CliError("--src/--ref/--hyp need --source-lang and --target-lang", EXIT_INVALID_INPUT)
         return "plain"

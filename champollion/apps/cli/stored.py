@@ -11,7 +11,6 @@ from champollion.apps.cli.common import (
     EXIT_INVALID_INPUT,
     CliError,
     card_file_or_run_id,
-    number,
     reading_client,
     write_json,
 )
@@ -25,10 +24,13 @@ def cmd_runs(args) -> int:
     if args.json:
         write_json(runs, None)
     else:
+        from gateway.card.display import column_text
+
         print(tabulate(
             [[run["run_id"], run["created_at"], run["dataset_id"], run["model_slug"], run["condition"],
-              number(run["composite_score"]), run["quality_tier"]] for run in runs],
+              column_text("composite_score", run["composite_score"]), run["quality_tier"]] for run in runs],
             headers=["run_id", "created_at", "dataset", "model", "condition", "composite", "tier"],
+            disable_numparse=True,  # as written: tabulate would drop the composite's trailing zeros
         ))
     return 0
 
@@ -205,6 +207,8 @@ def cmd_leaderboard(args) -> int:
         return 0
     systems, floor = split_floor(board.rows)
     print(_board_title(board, args))
+    if not systems:
+        return 0
     print(_board_table(systems, "rank", rank_text, board.sort))
     if any(row.get("rank_range") for row in systems):
         print(ranks_explained(board.sort, "blank lines separate significance clusters"))
@@ -232,10 +236,13 @@ def _board_table(rows: list[dict], first: str, first_cell, sort: str | None = No
     if sort is not None and sort not in dict(columns):
         columns.insert(0, (sort, sort))
 
+    from gateway.card.display import column_text  # the metric table's formats: not for `--json`
+
     def cell(row: dict, key: str) -> str:
         interval = row.get("ci") if key == sort else None
-        text = number(row.get(key))
-        return f"{text} [{number(interval['ci_lower'])}, {number(interval['ci_upper'])}]" if interval else text
+        text = column_text(key, row.get(key))
+        return f"{text} [{column_text(key, interval['ci_lower'])}, {column_text(key, interval['ci_upper'])}]" \
+            if interval else text
 
     table = tabulate(
         [[first_cell(row), row["model_slug"], *(cell(row, key) for key, _ in columns),
@@ -261,7 +268,19 @@ def _between_clusters(lines: list[str], clusters: list[int | None]) -> list[str]
     return header + spaced
 
 
+def _no_run(board, args) -> str:
+    """An empty board in one line (it has no version to name nor row to
+    show), with what the flags left out."""
+    where = f" on corpus version {board.corpus_version[:12]}" if board.corpus_version else ""
+    left_out = ["--official: only runs scored against a registered holdout or gold corpus"] if args.official else []
+    if not args.include_disqualified:
+        left_out.append("disqualified runs only with --include-disqualified")
+    return f"{board.dataset_id}: no run to rank{where} ({'; '.join(left_out + ['held runs once cleared'])})"
+
+
 def _board_title(board, args) -> str:
+    if not split_floor(board.rows)[0]:
+        return _no_run(board, args)
     order = "lowest" if args.ascending else "highest"
     return f"{board.dataset_id}, corpus version {board.corpus_version[:12]}, by {board.sort} ({order} first)"
 

@@ -4,9 +4,11 @@ and entry texts come from whoever submitted the run."""
 from __future__ import annotations
 
 import html
+import json
 from dataclasses import dataclass
 
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from champollion.apps.report.model import (
@@ -29,7 +31,10 @@ CI_CHARTS = (
     ("scores-rate", "Scores on a 0-1 scale, 95% bootstrap CI",
      ("composite", *(key for key in CI_METRICS if key not in PERCENT_METRICS))),
 )
-LAYOUT = {"template": "plotly_white", "margin": {"l": 60, "r": 20, "t": 50, "b": 60}, "height": 380,
+# Every figure's layout template (its 7 KB of JSON is on the page once: render.py).
+TEMPLATE = "plotly_white"
+CONFIG = {"displayModeBar": False, "responsive": True}
+LAYOUT = {"template": TEMPLATE, "margin": {"l": 60, "r": 20, "t": 50, "b": 60}, "height": 380,
           "font": {"family": "system-ui, sans-serif", "size": 12}}
 
 
@@ -49,13 +54,23 @@ class Figure:
     def traces(self) -> int:
         return len(self.figure.data) if self.figure is not None else 0
 
-    def html(self) -> str:
-        """The figure's div and its Plotly.newPlot call; plotly.js itself is
-        inlined once per page by the template."""
+    def spec(self) -> dict:
+        """What Plotly.newPlot draws (data, layout, config), without the
+        layout's template: the page carries it once for all its figures
+        (render.py), where it would take 7 KB in each."""
+        spec = json.loads(pio.to_json(self.figure, validate=False))
+        spec["layout"].pop("template", None)
+        return {"data": spec["data"], "layout": spec["layout"], "config": CONFIG}
+
+    def html(self, escaped_json) -> str:
+        """The figure's div and its spec as JSON, which the page's chart
+        script draws once plotly.js is loaded; `escaped_json` writes JSON
+        that no text can end its script element with (render.script_json)."""
         if self.figure is None:
             return ""
-        return self.figure.to_html(full_html=False, include_plotlyjs=False, div_id=f"figure-{self.id}",
-                                   config={"displayModeBar": False, "responsive": True})
+        return (f'<div id="figure-{self.id}" class="plotly-figure"></div>'
+                f'<script type="application/json" class="figure-spec" data-div="figure-{self.id}">'
+                f"{escaped_json(self.spec())}</script>")
 
 
 def text(value) -> str:

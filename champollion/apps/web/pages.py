@@ -116,7 +116,8 @@ def routes(front: Front) -> list[Route]:
         # Floor rows (the gateway's degenerate systems): a section of their own, unranked.
         systems, floor = split_floor(board["rows"])
         rows, floor_rows = ([{**shown, "community": row.get("community_review"), "run_id": row["run_id"]}
-                             for shown, row in zip(board_rows(part), part)] for part in (systems, floor))
+                             for shown, row in zip(board_rows(part, board["sort"]), part)]
+                            for part in (systems, floor))
         return front.page(request, "leaderboard.html.j2", title=f"Leaderboard: {board['dataset_id']}", board=board,
                           rows=rows, floor_rows=floor_rows, columns=BOARD_COLUMNS, query=dict(request.query_params),
                           ranks_explained=ranks_explained(board["sort"], SHADING))

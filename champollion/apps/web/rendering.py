@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from champollion.apps.report.render import number
+from champollion.apps.report.render import number, score_text
 from champollion.apps.web.sessions import CSRF_FIELD, CSRF_HEADER, Sessions, Visitor, csrf_ok
 from champollion.core.language_tags import InvalidLanguageTag, parse_tag
 from champollion.core.roles import MAINTAINER
@@ -70,6 +70,7 @@ def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
                                      undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     environment.filters["number"] = number
+    environment.filters["score"] = score_text
     environment.filters["short"] = lambda value, n=12: (value or "")[:n]
     environment.filters["html_lang"] = html_lang
     return environment
