@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from champollion.apps.cli.common import background_settings
 from champollion.apps.launch import background
 from champollion.apps.launch.background_server import CallActivity, _retire, _until_idle
 from champollion.core.run_card import reproducible_part
 from tests.conftest import EXAMPLE, REPO
-from tests.test_reliability import _await_spill, write_example_run
+from tests.test_reliability import interrupted_evaluate, write_example_run
 
 CORPUS, PREDICTIONS = EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl"
 
@@ -95,6 +96,15 @@ def test_other_settings_environment_or_code_never_reach_a_stack(stacks, tmp_path
     listed = champollion("runs", "--store", stores[1], "--json", env=stacks)
     assert len(json.loads(listed.stdout)) == 1
     assert len(json.loads(champollion("runs", "--store", stores[0], "--json", env=stacks).stdout)) == 3
+
+
+def test_a_relative_sqlite_store_is_the_file_the_command_means(tmp_path, monkeypatch):
+    """A stack runs from / and serves commands from any folder: it is given,
+    and keyed by, the store's absolute path."""
+    monkeypatch.chdir(tmp_path)
+    assert background_settings("sqlite:///runs.sqlite").store == f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    assert background_settings("postgresql://u@db/x").store == "postgresql://u@db/x"
+    assert background_settings(None, ("surface",), 0) == background.StackSettings(None, ("surface",), 0)
 
 
 def test_the_code_stamp_changes_with_any_file_but_byte_code(tmp_path):
@@ -225,19 +235,10 @@ def test_ctrl_c_on_a_stack_ends_evaluate_with_130_its_run_dropped_and_the_stack_
     its run: exit 130, one line, nothing on stdout; the stack cancels the
     run (its spill goes) and serves the next one."""
     corpus, predictions = write_example_run(tmp_path, 5000)
-    run = ("evaluate", corpus, predictions, "--no-store", "--batch-size", "16", "-m", "chrf")
     champollion("evaluate", CORPUS, PREDICTIONS, "--no-store", "-m", "chrf", env=stacks)  # the stack starts
     [pid] = pids()
-    command = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", *map(str, run)], cwd=REPO, env=stacks,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        spills = _await_spill(pid, timeout=120)
-        command.send_signal(signal.SIGINT)
-        stdout, stderr = command.communicate(timeout=60)
-    finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait()
+    command, stdout, stderr, spills = interrupted_evaluate(
+        (corpus, predictions, "--no-store", "--batch-size", "16", "-m", "chrf"), spilling=pid, env=stacks)
     assert command.returncode == 130, stderr
     assert stderr == "champollion: interrupted\n"
     assert stdout == ""

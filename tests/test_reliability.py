@@ -196,13 +196,22 @@ def test_ctrl_c_ends_evaluate_with_130_and_one_line(tmp_path):
     spill is on disk): exit 130, one line on stderr, no traceback, no task
     destroyed pending, no spill left."""
     corpus, predictions = write_example_run(tmp_path, 5000)
-    command = subprocess.Popen(
-        [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(corpus), str(predictions), "--no-store",
-         "--batch-size", "16"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    command, stdout, stderr, spills = interrupted_evaluate((corpus, predictions, "--no-store", "--batch-size", "16"))
+    assert command.returncode == 130, stderr
+    assert stderr == "champollion: interrupted\n"
+    assert stdout == ""
+    assert not any(path.exists() for path in spills)
+
+
+def interrupted_evaluate(arguments: tuple, spilling: int | None = None,
+                         env: dict | None = None) -> tuple[subprocess.Popen, str, str, list]:
+    """`champollion evaluate ARGUMENTS` sent SIGINT once its run's spill is
+    on disk, the spill of process `spilling` (a background stack's), else
+    the command's own: the command, its stdout, its stderr, the spill files."""
+    command = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "evaluate", *map(str, arguments)],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        spills = _await_spill(command.pid, timeout=120)
+        spills = _await_spill(spilling or command.pid, timeout=120)
         # Stopping takes seconds: the stack lets batches in flight end.
         command.send_signal(signal.SIGINT)
         stdout, stderr = command.communicate(timeout=60)
@@ -210,10 +219,7 @@ def test_ctrl_c_ends_evaluate_with_130_and_one_line(tmp_path):
         if command.poll() is None:
             command.kill()
             command.wait()
-    assert command.returncode == 130, stderr
-    assert stderr == "champollion: interrupted\n"
-    assert stdout == ""
-    assert not any(path.exists() for path in spills)
+    return command, stdout, stderr, spills
 
 
 def test_a_ctrl_c_that_code_swallows_still_ends_the_command_with_130():

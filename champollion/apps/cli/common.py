@@ -97,18 +97,20 @@ def raise_if_interrupted() -> None:
 def store_url(args, configured: str | None = None) -> str | None:
     """The run store of a gateway this command starts: none with --no-store,
     else --store, else the gateway config's, else the default
-    ($CHAMPOLLION_STORE, or runs.sqlite in the XDG data folder), a relative
-    SQLite path made absolute. A corrupt URL is a bad argument."""
+    ($CHAMPOLLION_STORE, or runs.sqlite in the XDG data folder). A corrupt
+    URL is a bad argument."""
     if getattr(args, "no_store", False):
         return None
     # The store (SQLAlchemy, Alembic) is the embedded gateway's: imported
     # only by a command that starts one.
     from gateway.store import StoreError, default_store_url
-    from gateway.store.location import absolute_store_url
+    from gateway.store.location import parse_store_url
+    url = args.store or configured or default_store_url()
     try:
-        return absolute_store_url(args.store or configured or default_store_url())
+        parse_store_url(url)
     except StoreError as error:
         raise CliError(str(error), EXIT_INVALID_INPUT) from None
+    return url
 
 
 def embedded_store_url(args) -> str | None:
@@ -172,7 +174,7 @@ def _local_stack(args, background: str | None, options: dict) -> Iterator[str]:
         from champollion.apps.launch import background as stacks
 
         if stacks.enabled():
-            settings = stacks.StackSettings(options.get("store"), options.get("families"), options.get("workers"))
+            settings = background_settings(options.get("store"), options.get("families"), options.get("workers"))
             try:
                 with stacks.in_use(settings, start=background == "start", any_families=background == "reuse") \
                         as (stack, started):
@@ -189,6 +191,15 @@ def _local_stack(args, background: str | None, options: dict) -> Iterator[str]:
 
     with EmbeddedStack(**options) as stack:
         yield stack.gateway_address
+
+
+def background_settings(store: str | None, families: tuple[str, ...] | None = None, workers: int | None = None):
+    """What a background stack is asked for (store_url's store, a relative
+    SQLite path made absolute: the stack is reached from any folder)."""
+    from champollion.apps.launch.background import StackSettings
+    from gateway.store.location import absolute_store_url
+
+    return StackSettings(absolute_store_url(store) if store else None, families, workers)
 
 
 def note(text: str) -> None:

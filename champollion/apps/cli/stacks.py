@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from champollion.apps.cli.common import EXIT_FAILURE, EXIT_INVALID_INPUT, CliError, store_url
+from champollion.apps.cli.common import EXIT_FAILURE, EXIT_INVALID_INPUT, CliError, background_settings, store_url
 from champollion.apps.launch import background as stacks
 
 # serve's flags that choose what a foreground `serve` serves and how: a
@@ -45,7 +45,7 @@ def cmd_stacks(args, defaults: dict) -> int:
                        EXIT_INVALID_INPUT)
     if args.workers is not None and args.workers < 0:
         raise CliError(f"--workers: must be 0 or more, got {args.workers}", EXIT_INVALID_INPUT)
-    settings = stacks.StackSettings(store_url(args), None, args.workers)
+    settings = background_settings(store_url(args), workers=args.workers)
     try:
         with stacks.in_use(settings, start=True, idle=args.idle_timeout) as (stack, started):
             print(f"{'started' if started else 'already running'}: {_described(stack)}")
