@@ -181,6 +181,32 @@ def test_a_stack_held_by_a_command_does_not_retire(tmp_path):
     assert not folder.exists()
 
 
+def test_two_first_runs_at_once_start_one_stack_and_share_it(stacks):
+    """The stack's lock: one command starts the stack, the other waits for
+    it and uses it."""
+    run = [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(CORPUS), str(PREDICTIONS), "-m", "chrf",
+           "--no-store"]
+    commands = [subprocess.Popen(run, cwd=REPO, env=stacks, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    outcomes = [command.communicate(timeout=300) for command in commands]
+    assert [command.returncode for command in commands] == [0, 0], outcomes
+    assert outcomes[0][0].splitlines()[:-1] == outcomes[1][0].splitlines()[:-1]  # the summaries, less the run id line
+    assert len(pids()) == 1
+
+
+def test_a_folder_others_may_enter_is_not_used(stacks):
+    """Sockets in a folder another user could enter would let them score
+    and read the store: the command scores in its own process instead."""
+    folder = Path(stacks["XDG_RUNTIME_DIR"]) / "champollion"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    with pytest.raises(background.BackgroundUnavailable, match="not this user's alone"):
+        background.stacks_folder()
+    done = champollion("evaluate", CORPUS, PREDICTIONS, "-m", "chrf", "--no-store", env=stacks)
+    assert "chrf_plus_plus" in done.stdout
+    assert list(folder.iterdir()) == []
+
+
 def test_no_daemon_and_the_variable_keep_commands_off_background_stacks(stacks):
     run = ("evaluate", CORPUS, PREDICTIONS, "-m", "chrf", "--no-store")
     champollion(*run, "--no-daemon", env=stacks)
