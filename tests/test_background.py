@@ -207,6 +207,46 @@ def test_a_folder_others_may_enter_is_not_used(stacks):
     assert list(folder.iterdir()) == []
 
 
+def stack_processes(runtime: str) -> list[int]:
+    """Processes running a background stack in `runtime`, from their command lines (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:  # not a process, or gone
+            continue
+        if background.SERVER_MODULE.encode() in command and runtime.encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+def test_ctrl_c_while_a_first_run_waits_for_its_stack_stops_that_stack(stacks):
+    """SIGINT while the stack the command started is still starting (its
+    folder made, its stack.json not yet written): exit 130, one line, and
+    neither the stack's process nor its folder is left."""
+    command = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "evaluate", str(CORPUS),
+                                str(PREDICTIONS), "--no-store"], cwd=REPO, env=stacks, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    base = Path(stacks["XDG_RUNTIME_DIR"]) / "champollion"
+    try:
+        deadline = time.monotonic() + 60
+        while not (base.is_dir() and any((folder / background.LOG_FILE).exists() for folder in stack_folders())):
+            assert time.monotonic() < deadline and command.poll() is None, "the command started no stack"
+            time.sleep(0.005)
+        assert not any((folder / background.INFO_FILE).exists() for folder in stack_folders()), "it started already"
+        command.send_signal(signal.SIGINT)
+        stdout, stderr = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait()
+    assert command.returncode == 130, stderr
+    assert stderr == "champollion: interrupted\n"
+    assert stdout == ""
+    assert stack_folders() == []
+    assert stack_processes(stacks["XDG_RUNTIME_DIR"]) == []
+
+
 def test_no_daemon_and_the_variable_keep_commands_off_background_stacks(stacks):
     run = ("evaluate", CORPUS, PREDICTIONS, "-m", "chrf", "--no-store")
     champollion(*run, "--no-daemon", env=stacks)

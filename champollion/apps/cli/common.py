@@ -186,7 +186,8 @@ def _local_stack(args, background: str | None, options: dict) -> Iterator[str]:
                         yield stack.address
                         return
             except stacks.BackgroundUnavailable as error:
-                note(f"no background stack ({error}): scoring in this process")
+                if background == "start":
+                    note(f"no background stack ({error}): scoring in this process")
     from champollion.apps.launch.embedded import EmbeddedStack  # the server, only when one is embedded
 
     with EmbeddedStack(**options) as stack:
