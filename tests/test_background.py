@@ -25,7 +25,7 @@ from champollion.apps.launch import background
 from champollion.apps.launch.background_server import CallActivity, _retire, _until_idle
 from champollion.core.run_card import reproducible_part
 from tests.conftest import EXAMPLE, REPO
-from tests.test_reliability import interrupted_evaluate, write_example_run
+from tests.test_reliability import _await_spill, interrupted_evaluate, write_example_run
 
 CORPUS, PREDICTIONS = EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl"
 
@@ -224,25 +224,16 @@ def test_ctrl_c_while_a_first_run_waits_for_its_stack_stops_that_stack(stacks):
     """SIGINT while the stack the command started is still starting (its
     folder made, its stack.json not yet written): exit 130, one line, and
     neither the stack's process nor its folder is left."""
-    command = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "evaluate", str(CORPUS),
-                                str(PREDICTIONS), "--no-store"], cwd=REPO, env=stacks, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
     base = Path(stacks["XDG_RUNTIME_DIR"]) / "champollion"
-    try:
+
+    def starting(command) -> None:
         deadline = time.monotonic() + 60
         while not (base.is_dir() and any((folder / background.LOG_FILE).exists() for folder in stack_folders())):
             assert time.monotonic() < deadline and command.poll() is None, "the command started no stack"
             time.sleep(0.005)
         assert not any((folder / background.INFO_FILE).exists() for folder in stack_folders()), "it started already"
-        command.send_signal(signal.SIGINT)
-        stdout, stderr = command.communicate(timeout=60)
-    finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait()
-    assert command.returncode == 130, stderr
-    assert stderr == "champollion: interrupted\n"
-    assert stdout == ""
+
+    interrupted_evaluate((CORPUS, PREDICTIONS, "--no-store"), env=stacks, when=starting)
     assert stack_folders() == []
     assert stack_processes(stacks["XDG_RUNTIME_DIR"]) == []
 
@@ -303,11 +294,8 @@ def test_ctrl_c_on_a_stack_ends_evaluate_with_130_its_run_dropped_and_the_stack_
     corpus, predictions = write_example_run(tmp_path, 5000)
     champollion("evaluate", CORPUS, PREDICTIONS, "--no-store", "-m", "chrf", env=stacks)  # the stack starts
     [pid] = pids()
-    command, stdout, stderr, spills = interrupted_evaluate(
-        (corpus, predictions, "--no-store", "--batch-size", "16", "-m", "chrf"), spilling=pid, env=stacks)
-    assert command.returncode == 130, stderr
-    assert stderr == "champollion: interrupted\n"
-    assert stdout == ""
+    spills = interrupted_evaluate((corpus, predictions, "--no-store", "--batch-size", "16", "-m", "chrf"), env=stacks,
+                                  when=lambda _: _await_spill(pid, timeout=120))
     deadline = time.monotonic() + 60
     while any(path.exists() for path in spills) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -196,22 +196,19 @@ def test_ctrl_c_ends_evaluate_with_130_and_one_line(tmp_path):
     spill is on disk): exit 130, one line on stderr, no traceback, no task
     destroyed pending, no spill left."""
     corpus, predictions = write_example_run(tmp_path, 5000)
-    command, stdout, stderr, spills = interrupted_evaluate((corpus, predictions, "--no-store", "--batch-size", "16"))
-    assert command.returncode == 130, stderr
-    assert stderr == "champollion: interrupted\n"
-    assert stdout == ""
+    spills = interrupted_evaluate((corpus, predictions, "--no-store", "--batch-size", "16"))
     assert not any(path.exists() for path in spills)
 
 
-def interrupted_evaluate(arguments: tuple, spilling: int | None = None,
-                         env: dict | None = None) -> tuple[subprocess.Popen, str, str, list]:
-    """`champollion evaluate ARGUMENTS` sent SIGINT once its run's spill is
-    on disk, the spill of process `spilling` (a background stack's), else
-    the command's own: the command, its stdout, its stderr, the spill files."""
+def interrupted_evaluate(arguments: tuple, env: dict | None = None, when=None):
+    """`champollion evaluate ARGUMENTS` sent SIGINT once `when(command)` has
+    returned (by default once the command's run's spill is on disk), checked
+    to end with 130, one line on stderr and nothing on stdout; what `when`
+    returned (the spill files)."""
     command = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "evaluate", *map(str, arguments)],
                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        spills = _await_spill(spilling or command.pid, timeout=120)
+        found = (when or (lambda started: _await_spill(started.pid, timeout=120)))(command)
         # Stopping takes seconds: the stack lets batches in flight end.
         command.send_signal(signal.SIGINT)
         stdout, stderr = command.communicate(timeout=60)
@@ -219,7 +216,10 @@ def interrupted_evaluate(arguments: tuple, spilling: int | None = None,
         if command.poll() is None:
             command.kill()
             command.wait()
-    return command, stdout, stderr, spills
+    assert command.returncode == 130, stderr
+    assert stderr == "champollion: interrupted\n"
+    assert stdout == ""
+    return found
 
 
 def test_a_ctrl_c_that_code_swallows_still_ends_the_command_with_130():
