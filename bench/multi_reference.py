@@ -61,7 +61,8 @@ def card_by_cli(src: str, refs: list[str], hyp: str) -> dict:
         out = Path(folder) / "card.json"
         command = [sys.executable, "-m", "champollion.apps.cli", "evaluate", "--src", src,
                    *(item for ref in refs for item in ("--ref", ref)), "--hyp", hyp,
-                   "--source-lang", "eng", "--target-lang", "deu", "--no-store", "--out", str(out)]
+                   "--source-lang", "eng", "--target-lang", "deu", "--no-store", "--out", str(out),
+                   "--no-daemon"]  # the embedded stack, as measured; no background stack left behind
         subprocess.run(command, check=True, cwd=Path(__file__).resolve().parents[1])
         return json.loads(out.read_text(encoding="utf-8"))
 

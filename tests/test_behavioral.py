@@ -1,16 +1,22 @@
 """Behavioral family on realistic cases: code-switching, hallucination,
 numbers, terminology (inflected forms through the target analyzer) and
 consistency."""
+import json
+
 import pytest
 
 from champollion.core.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
 from champollion.core.cards import default_registry
 from gateway.card.corpus import corpus_value
+from champollion.core.words import words_of
+from services.behavioral import lexicons
+from services.behavioral.code_switching import CodeSwitchDetector
 from services.behavioral.hallucination import hallucinated
 from services.behavioral.lexicons import number_word_test
 from services.behavioral.metrics import BehavioralScorer
 from services.behavioral.numbers import canonical, numbers_in
 from services.contract import BatchContext, EntryInput, Term
+from tests.conftest import EXAMPLE
 
 CARDS = default_registry()
 
@@ -129,6 +135,34 @@ def test_german_words_that_are_also_english_are_not_code_switching(scorer):
     assert output.entries[0].values["code_switched_words"] == []
     assert output.entries[1].values["code_switched_words"] == ["the", "file"]
     assert not [w for w in output.warnings if "unreliable" in w]
+
+
+@pytest.mark.parametrize("source, target", [("eng", "deu"), ("eng", "spa"), ("deu", "eng")])
+def test_the_language_pairs_tables_find_the_switches_the_whole_word_lists_find(source, target):
+    """switch_tables keeps of the target's words and of both languages'
+    probabilities only the words written as a source word: a detector with
+    them flags the words one with the whole tables flags, word for word (a
+    German text with English in it, words of every case, the bundled example)."""
+    source_card, target_card = CARDS.get(source), CARDS.get(target)
+    source_words = lexicons.lexicon(source_card)
+    target_words, target_probabilities, source_probabilities = lexicons.switch_tables(source_card, target_card)
+    assert len(target_words) < len(lexicons.lexicon(target_card)) / 10
+    assert len(target_probabilities) < len(lexicons.word_probabilities(target_card)) / 10
+    whole = CodeSwitchDetector(source_words, lexicons.lexicon(target_card), frozenset(), True, None,
+                               lexicons.word_probabilities(target_card), lexicons.word_probabilities(source_card))
+    kept = CodeSwitchDetector(source_words, target_words, frozenset(), True, None, target_probabilities,
+                              source_probabilities)
+    corpus = json.loads((EXAMPLE / "corpus.json").read_text(encoding="utf-8"))["entries"]
+    texts = [entry[key] for entry in corpus for key in ("source", "reference")] + [
+        "Der Veteran war fast fort, und das Plasma vom Mars wurde als Munition genutzt.",
+        "Öffne the file und speichere sie, THE FILE, The File; das Meeting war fine, aber die Deadline war hard.",
+        "The hand, die Hand; kind, Kind; also, also; gift, Gift; bad, Bad; will, Will; rock, Rock."]
+    flagged = 0
+    for text in texts:
+        words = words_of(text, False)
+        assert kept.switched(words, "") == whole.switched(words, ""), text
+        flagged += len(whole.switched(words, ""))
+    assert flagged > 10  # switches were there to find
 
 
 def test_a_target_with_no_word_list_nor_analyzer_is_warned_about(scorer):

@@ -196,13 +196,19 @@ def test_ctrl_c_ends_evaluate_with_130_and_one_line(tmp_path):
     spill is on disk): exit 130, one line on stderr, no traceback, no task
     destroyed pending, no spill left."""
     corpus, predictions = write_example_run(tmp_path, 5000)
-    command = subprocess.Popen(
-        [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(corpus), str(predictions), "--no-store",
-         "--batch-size", "16"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    spills = interrupted_evaluate((corpus, predictions, "--no-store", "--batch-size", "16"))
+    assert not any(path.exists() for path in spills)
+
+
+def interrupted_evaluate(arguments: tuple, env: dict | None = None, when=None):
+    """`champollion evaluate ARGUMENTS` sent SIGINT once `when(command)` has
+    returned (by default once the command's run's spill is on disk), checked
+    to end with 130, one line on stderr and nothing on stdout; what `when`
+    returned (the spill files)."""
+    command = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "evaluate", *map(str, arguments)],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        spills = _await_spill(command.pid, timeout=120)
+        found = (when or (lambda started: _await_spill(started.pid, timeout=120)))(command)
         # Stopping takes seconds: the stack lets batches in flight end.
         command.send_signal(signal.SIGINT)
         stdout, stderr = command.communicate(timeout=60)
@@ -213,7 +219,7 @@ def test_ctrl_c_ends_evaluate_with_130_and_one_line(tmp_path):
     assert command.returncode == 130, stderr
     assert stderr == "champollion: interrupted\n"
     assert stdout == ""
-    assert not any(path.exists() for path in spills)
+    return found
 
 
 def test_a_ctrl_c_that_code_swallows_still_ends_the_command_with_130():

@@ -51,9 +51,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-import krippendorff
 import numpy as np
-from scipy.stats import wilcoxon
 
 from gateway.review.protocol import (CONTROL, DA_MAX, DA_MIN, MIN_ALPHA, MIN_CONTROL_PAIRS, MIN_ITEMS,
                                      MIN_REVIEWERS_PER_ITEM, MIN_USABLE_SHARE, RATE, RELIABILITY_P, REPEAT,
@@ -120,6 +118,10 @@ def degraded_lower_p(differences: list[float]) -> float:
     """One-sided Wilcoxon signed-rank p-value that original - degraded is above 0 (zeros: the module docstring)."""
     if all(difference == 0 for difference in differences):
         return 1.0
+    # scipy.stats and krippendorff (0.45 s) are imported by the results that use them: the gateway,
+    # which every command's embedded stack starts, imports this module.
+    from scipy.stats import wilcoxon
+
     p_value = float(wilcoxon(differences, alternative="greater", zero_method="zsplit").pvalue)
     return 1.0 if math.isnan(p_value) else p_value
 
@@ -271,6 +273,8 @@ def _alpha(rated: list[Rating], value_of, level: str) -> float | None:
     data = data[:, (~np.isnan(data)).sum(axis=0) >= 2]
     if data.shape[1] == 0 or np.unique(data[~np.isnan(data)]).size < 2:
         return None  # no unit rated twice, or one value only: alpha is undefined
+    import krippendorff  # see degraded_lower_p
+
     with np.errstate(invalid="ignore", divide="ignore"):  # a degenerate case's 0/0: NaN, turned to None below
         value = float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
     return value if math.isfinite(value) else None

@@ -53,6 +53,17 @@ def parse_store_url(text: str) -> URL:
     raise StoreError(f"unsupported store URL {redact(url)}: expected {URL_FORMS}")
 
 
+def absolute_store_url(text: str) -> str:
+    """`text` with a relative SQLite path made absolute: a background stack
+    (champollion/apps/launch/background.py), reached from any folder, must
+    open the file the command means. Other URLs as they are."""
+    url = parse_store_url(text)
+    path = sqlite_path(url)
+    if path is None or path.is_absolute():
+        return text
+    return url.set(database=str(path.resolve())).render_as_string(hide_password=False)
+
+
 def redact(url: URL) -> str:
     return url.render_as_string(hide_password=True)
 

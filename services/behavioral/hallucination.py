@@ -89,6 +89,8 @@ def unsupported_numbers(tokens: list[str], source: str, reference: str,
             available[value] -= 1
         else:
             unmatched.append(index)
+    if not unmatched:
+        return set()
     # Source numbers the output does not reproduce: each may stand behind one unmatched number.
     counterparts = sum((numbers_in(source) - Counter(values.values())).values())
     if is_number_word is not None:

@@ -15,7 +15,7 @@ from services.behavioral.lexicons import (
     lemma_table,
     lexicon,
     number_word_test,
-    word_probabilities,
+    switch_tables,
 )
 from services.behavioral.numbers import numbers_in
 from services.behavioral.terminology import applies, lemmatised, rendering_used
@@ -48,13 +48,6 @@ def _optional_lexicon(card: LanguageCard) -> frozenset[str] | None:
         return None
 
 
-def _optional_probabilities(card: LanguageCard) -> dict[str, float]:
-    try:
-        return word_probabilities(card)
-    except LexiconMissing:
-        return {}
-
-
 def _code_switch_detector(source: LanguageCard, target: LanguageCard, analyzer, warnings: list[str]) -> CodeSwitchDetector:
     """Source words are switches unless the target's word list or analyzer
     claims them; without either, every shared word counts: warned about."""
@@ -62,7 +55,10 @@ def _code_switch_detector(source: LanguageCard, target: LanguageCard, analyzer, 
     if source_words is None:
         warnings.append(f"no {source.code} word list (card lexicon.spacy, spaCy data): code-switching found by "
                         "script only")
-    target_words = _optional_lexicon(target) if target.code != source.code else None
+        # No word is then looked up in the target's tables.
+        target_words, target_probabilities, source_probabilities = None, {}, {}
+    else:
+        target_words, target_probabilities, source_probabilities = switch_tables(source, target)
     target_uses_latin = any(script.startswith("Latn") for script in target.scripts)
     # In another script, a source word is found by its letters, whatever the word lists.
     if (source_words is not None and target_words is None and analyzer is None and target_uses_latin
@@ -76,8 +72,8 @@ def _code_switch_detector(source: LanguageCard, target: LanguageCard, analyzer, 
         loanwords=frozenset(word.lower() for word in target.loanwords),
         target_uses_latin=target_uses_latin,
         accepts=analyzer.accepts if analyzer else None,
-        target_probabilities=_optional_probabilities(target) if target.code != source.code else {},
-        source_probabilities=_optional_probabilities(source),
+        target_probabilities=target_probabilities,
+        source_probabilities=source_probabilities,
     )
 
 

@@ -1,8 +1,9 @@
 """Tables built from installed data, kept in marshal files so that the next
 process reads them instead of building them again.
 
-Files live in $CHAMPOLLION_CACHE_DIR, else $XDG_CACHE_HOME/champollion,
-else ~/.cache/champollion, in a folder named after what built them (the
+Files live in the cache folder (champollion/core/cache_dir.py:
+$CHAMPOLLION_CACHE_DIR, else $XDG_CACHE_HOME/champollion, else
+~/.cache/champollion), in a folder named after what built them (the
 spaCy and spacy-lookups-data versions, the Python version, whose marshal
 format they are in, and TABLES_FORMAT): another version builds and keeps
 its own. marshal
@@ -19,17 +20,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from champollion.core.cache_dir import CACHE_ENV, cache_root
+
+__all__ = ["CACHE_ENV", "TABLES_FORMAT", "cache_root", "cached", "table_folder"]
+
 T = TypeVar("T")
-CACHE_ENV = "CHAMPOLLION_CACHE_DIR"
 # Part of the folder's name: raise it whenever the code building a table
 # changes (services/behavioral/lexicons.py), so that no cache keeps the old.
 TABLES_FORMAT = 1
-
-
-def cache_root() -> Path:
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "champollion"
 
 
 def _version(package: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -142,10 +143,15 @@ def _remote_client(args):
 
 
 @contextmanager
-def gateway_client(args, **stack_options) -> Iterator:
-    """A Client of --gateway, or else of an embedded stack started with
-    `stack_options` (open, loopback, plaintext) and stopped afterwards. A
-    ClientError raised inside becomes the command's error."""
+def gateway_client(args, background: str | None = None, **stack_options) -> Iterator:
+    """A Client of --gateway, or else of a stack on this machine with
+    `stack_options` (store, families, workers: open, plaintext, loopback or
+    the owner's Unix socket): with `background` "start", the background
+    stack of these options, started if none runs; "reuse", one that runs
+    (of any families, over the same store); else, and with --no-daemon or
+    $CHAMPOLLION_DAEMON=0, an embedded stack started here and stopped
+    afterwards (champollion/apps/launch/background.py). A ClientError
+    raised inside becomes the command's error."""
     from champollion.apps.client import Client, ClientError
 
     try:
@@ -153,8 +159,7 @@ def gateway_client(args, **stack_options) -> Iterator:
             with _remote_client(args) as client, INTERRUPTED.cancelling(client.close):
                 yield client
         else:
-            from champollion.apps.launch.embedded import EmbeddedStack  # the server, only when one is embedded
-            with EmbeddedStack(**stack_options) as stack, Client(stack.gateway_address) as client, \
+            with _local_stack(args, background, stack_options) as address, Client(address) as client, \
                     INTERRUPTED.cancelling(client.close):
                 yield client
     except ClientError as error:
@@ -162,11 +167,54 @@ def gateway_client(args, **stack_options) -> Iterator:
         raise cli_error(error) from None
 
 
+@contextmanager
+def _local_stack(args, background: str | None, options: dict) -> Iterator[str]:
+    """The address of the stack gateway_client uses without --gateway."""
+    if background and not getattr(args, "no_daemon", False):
+        from champollion.apps.launch import background as stacks
+
+        if stacks.enabled():
+            settings = background_settings(options.get("store"), options.get("families"), options.get("workers"))
+            try:
+                with stacks.in_use(settings, start=background == "start", any_families=background == "reuse") \
+                        as (stack, started):
+                    if stack is not None:
+                        if started:
+                            note(f"started a background stack (pid {stack.pid}) for the next runs: it stops after "
+                                 f"{stack.info['idle_seconds']:g} s without one (`champollion serve --stop` stops "
+                                 f"it now; --no-daemon scores without it)")
+                        yield stack.address
+                        return
+            except stacks.BackgroundUnavailable as error:
+                if background == "start":
+                    note(f"no background stack ({error}): scoring in this process")
+    from champollion.apps.launch.embedded import EmbeddedStack  # the server, only when one is embedded
+
+    with EmbeddedStack(**options) as stack:
+        yield stack.gateway_address
+
+
+def background_settings(store: str | None, families: tuple[str, ...] | None = None, workers: int | None = None):
+    """What a background stack is asked for (store_url's store, a relative
+    SQLite path made absolute: the stack is reached from any folder)."""
+    from champollion.apps.launch.background import StackSettings
+    from gateway.store.location import absolute_store_url
+
+    return StackSettings(absolute_store_url(store) if store else None, families, workers)
+
+
+def note(text: str) -> None:
+    """A line for a person at a terminal (stderr); scripts and logs do without it."""
+    if sys.stderr.isatty():
+        print(f"champollion: {text}", file=sys.stderr)
+
+
 def reading_client(args, store: bool = True):
     """gateway_client for commands that read stored runs or compare cards:
-    an embedded gateway without families (nothing is scored), over the store
-    unless `store` is false."""
-    return gateway_client(args, families=(), store=embedded_store_url(args) if store else None)
+    a gateway without families (nothing is scored), over the store unless
+    `store` is false: a background stack's that runs over it, else an
+    embedded one."""
+    return gateway_client(args, background="reuse", families=(), store=embedded_store_url(args) if store else None)
 
 
 def cli_error(error) -> CliError:

@@ -21,6 +21,7 @@ from champollion.core.sampling import CORRECTIONS, DEFAULT_RESAMPLES, DEFAULT_SE
 from champollion.core.sampling import METHODS as COMPARE_METHODS
 
 DEFAULT_PORT = 50051
+SERVE_HOST = "127.0.0.1"  # serve's default --host
 # Columns a command's description is filled to (argparse's own default width).
 HELP_WIDTH = 78
 # Rows a leaderboard shows unless --limit says otherwise: the top of a board
@@ -35,6 +36,16 @@ def _run_from(module: str, name: str):
     def handler(args):
         return getattr(importlib.import_module(module), name)(args)
     return handler
+
+
+def _serve_or_stacks(args):
+    """`serve`, or with --background, --status or --stop the background
+    stacks' command (which loads no server module to list or stop them)."""
+    if args.background or args.status or args.stop:
+        from champollion.apps.cli.stacks import cmd_stacks
+
+        return cmd_stacks(args, {"host": SERVE_HOST, "port": DEFAULT_PORT})
+    return _run_from("champollion.apps.cli.serve", "cmd_serve")(args)
 
 
 class _LazyCommands(argparse._SubParsersAction):
@@ -173,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--workers", type=int, metavar="N",
                           help="embedded stack: worker processes, one pool shared by the families "
                                "(default: $CHAMPOLLION_WORKERS, else one per core; 0 or 1: in threads)")
+    _add_daemon_flag(evaluate, "score in a stack of this process, stopped at the end, instead of the background "
+                               "stack of these settings (started by the first run, it stops after "
+                               "$CHAMPOLLION_DAEMON_IDLE seconds without one, default 900)")
     _add_store_options(evaluate, "store the run card in this store")
     _add_access_options(evaluate)
     evaluate.set_defaults(handler=_run_from("champollion.apps.cli.scoring", "cmd_evaluate"))
@@ -182,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="serve only this family (repeatable; 'gateway' for the gateway alone)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT,
                        help="gateway port; with --family, the first named service's port (the next get +1, +2...)")
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 in containers)")
+    serve.add_argument("--host", default=SERVE_HOST, help="address to bind (0.0.0.0 in containers)")
     serve.add_argument("--config", help="gateway config YAML (with --family gateway)")
     serve.add_argument("--languages", type=lambda text: [code.strip() for code in text.split(",") if code.strip()],
                        help="comma-separated target languages a structural service loads and serves (default: all)")
@@ -211,7 +225,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --family, also answer health checks only, in plaintext, on this port "
                             "(+1, +2... as --port): for probes that speak no TLS")
     _add_store_options(serve, "the gateway stores every run card here (before the default: --config's store)")
-    serve.set_defaults(handler=_run_from("champollion.apps.cli.serve", "cmd_serve"))
+    background = serve.add_mutually_exclusive_group()
+    background.add_argument("--background", action="store_true",
+                            help="start the background stack `evaluate` uses (every family, on this user's Unix "
+                                 "socket, over --store, with --workers) and return; it stops after --idle-timeout "
+                                 "seconds without a run")
+    background.add_argument("--status", action="store_true", help="list this user's background stacks")
+    background.add_argument("--stop", action="store_true", help="stop this user's background stacks")
+    serve.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+                       help="with --background: seconds without a run before the stack stops (default "
+                            "$CHAMPOLLION_DAEMON_IDLE, else 900)")
+    serve.set_defaults(handler=_serve_or_stacks)
 
     compare = commands.add_parser(
         "compare", help="paired significance test (bootstrap or approximate randomization) between run cards",
@@ -225,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "is the baseline, each other run is compared with it (--all-pairs: every pair)")
     compare.add_argument("--gateway", help="HOST:PORT of a running gateway (default: embedded gateway)")
     _add_store_options(compare, "the store the run ids are in", no_store=False)
+    _add_daemon_flag(compare, _READING_DAEMON_HELP)
     compare.add_argument("--seed", type=int, help=f"seed (default {DEFAULT_SEED}, as sacreBLEU)")
     compare.add_argument("--resamples", type=int, help=f"bootstrap resamples (default {DEFAULT_RESAMPLES}) or "
                                                        f"randomization trials (default {DEFAULT_TRIALS})")
@@ -531,6 +556,14 @@ def _add_store_options(parser: argparse.ArgumentParser, purpose: str, no_store: 
         parser.add_argument("--no-store", action="store_true", help="store nothing")
 
 
+_READING_DAEMON_HELP = "read through a gateway of this process even where a background stack runs over the store"
+
+
+def _add_daemon_flag(parser: argparse.ArgumentParser, help_text: str) -> None:
+    """--no-daemon: the command does without background stacks ($CHAMPOLLION_DAEMON=0 for every command)."""
+    parser.add_argument("--no-daemon", action="store_true", help=help_text)
+
+
 def _add_access_options(parser: argparse.ArgumentParser) -> None:
     """How a command reaches --gateway: its token and TLS (an embedded
     gateway is open, on loopback, and needs neither)."""
@@ -569,6 +602,7 @@ def _add_reading_options(parser: argparse.ArgumentParser, json_help: str | None 
     """The options of the commands that read stored runs."""
     parser.add_argument("--gateway", help="HOST:PORT of a running gateway (default: an embedded gateway over --store)")
     _add_store_options(parser, "the store to read", no_store=False)
+    _add_daemon_flag(parser, _READING_DAEMON_HELP)
     _add_access_options(parser)
     if json_help:
         _add_json_flag(parser, json_help, format_flag)

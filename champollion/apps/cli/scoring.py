@@ -315,7 +315,7 @@ def cmd_evaluate(args) -> int:
             # 10,000 entries); worker processes would add their start-up.
             stack["workers"] = 0
     cards, comparisons, pairs = [], [], None
-    with gateway_client(args, **stack) as client:
+    with gateway_client(args, background="start", **stack) as client:
         for name, request, predictions, (_, meta_path) in zip(names, requests, runs, metas):
             cards.append(_scored(client, request, name if len(names) > 1 else "scoring", corpus_path, predictions,
                                  meta_path, glossary_path, language_flags(args.source_lang, args.target_lang)))

@@ -154,6 +154,8 @@ def _reload_tokens(token_files: list[TokenFile]) -> None:
 
 
 def cmd_serve(args) -> int:
+    if args.idle_timeout is not None:
+        raise CliError("--idle-timeout: goes with --background", EXIT_INVALID_INPUT)
     unknown = [name for name in args.family if name != "gateway" and name not in IMPLEMENTED]
     if unknown:
         known = ", ".join(["gateway", *IMPLEMENTED])

