@@ -72,7 +72,7 @@ def on_loaded_model(encoder: SentenceEmbedder, loaded: SentenceEmbedder) -> Sent
 def alone(embedder: SentenceEmbedder, texts: list[str]) -> dict[str, np.ndarray]:
     """Each text's vector encoded on its own by an encoder that keeps nothing:
     what it must be in any other company."""
-    fresh = on_loaded_model(SentenceEmbedder(cache_size=0, row_cache_rows=0), embedder)
+    fresh = on_loaded_model(SentenceEmbedder(cache_size=0, row_cache_rows=0, projection_tokens=0), embedder)
     return {text: fresh.embed([text])[0] for text in texts}
 
 
@@ -106,14 +106,17 @@ def test_a_vector_is_the_same_whatever_the_row_cache_holds(embedder):
     # each pair holds two sentences of the group: encoded after them, its rows are partly cached
     pairs = [f"{a} {b}" for a, b in zip(group, group[1:] + group[:1])]
     expected = alone(embedder, group + pairs)
-    # the default capacity, none, and one that evicts within a call
-    for capacity in (row_cache_size(), 0, 7):
+    # the default capacity, none, and one that evicts within a call; projections
+    # kept for every token id, for none, and for the first few only
+    for capacity, projected in ((row_cache_size(), forward.PROJECTION_TOKENS), (0, 0), (7, 5)):
         # each text alone first: a few rows, even three, are computed on their own
         for order in ([[text] for text in group] + [pairs], [group, group, pairs, group], [pairs, group]):
-            encoder = on_loaded_model(SentenceEmbedder(row_cache_rows=capacity), embedder)
+            encoder = on_loaded_model(SentenceEmbedder(row_cache_rows=capacity, projection_tokens=projected),
+                                      embedder)
             for batch in order:
                 assert np.array_equal(encoder.embed(batch), np.stack([expected[text] for text in batch])), capacity
             assert (encoder.rows.hits > 0) == (capacity > 0)
+            assert len(encoder.projections) == min(projected, encoder.projections.computed)
 
 
 @pytest.fixture(scope="module")
@@ -260,6 +263,26 @@ def test_a_token_row_depends_on_the_tokens_within_reach_and_nothing_else(embedde
     # sequences of one call are sentences of their own
     together = forward.token_rows(weights, [tokens[:30], tokens[10:]])
     assert np.array_equal(together, np.concatenate([cut, forward.token_rows(weights, [tokens[10:]])]))
+
+
+def test_a_tokens_projection_depends_on_its_id_alone_and_is_kept_once(embedder):
+    """What Projections relies on: the first layer's row of a token is the
+    same alone or among others; ids past its capacity are projected again."""
+    weights = embedder._loaded()
+    tokens = np.random.default_rng(4).integers(3, len(weights.backend.table), size=30).astype(np.int32)
+    tokens[20:] = tokens[:10]  # ten ids twice
+    expected = forward.projected_rows(weights, tokens)
+    assert expected.shape == (30, 3 * forward.BRANCH)
+    assert np.array_equal(np.stack([forward.projected_rows(weights, tokens[[i]])[0] for i in range(30)]), expected)
+    kept = forward.Projections(capacity=12)
+    assert np.array_equal(kept.rows(weights, tokens[:15]), expected[:15])
+    assert (len(kept), kept.computed) == (12, 15)  # three ids past its capacity
+    assert np.array_equal(kept.rows(weights, tokens), expected)
+    assert (len(kept), kept.computed) == (12, 15 + 3 + 5)  # those three again, and five new ones
+    # and whole token rows are the same with projections kept, computed, or past capacity
+    for projections in (None, kept, forward.Projections(capacity=0)):
+        assert np.array_equal(forward.token_rows(weights, [tokens[:18], tokens[5:]], projections),
+                              forward.token_rows(weights, [tokens[:18], tokens[5:]])), projections
 
 
 def test_row_sums_are_numpys_reduceat_bit_for_bit():

@@ -22,7 +22,16 @@ from itertools import groupby, repeat
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from champollion.core.encoder.forward import DIM, REACH, ROW_WIDTH, Weights, row_sums, sentence_vectors, token_rows
+from champollion.core.encoder.forward import (
+    DIM,
+    REACH,
+    ROW_WIDTH,
+    Projections,
+    Weights,
+    row_sums,
+    sentence_vectors,
+    token_rows,
+)
 
 _OUTSIDE = -1  # a window position beyond the sentence; token ids are never negative
 ROW_BYTES = ROW_WIDTH * 4
@@ -181,11 +190,11 @@ def _packed(sizes: list[int], budget: int) -> list[range]:
     return groups
 
 
-def _compute(weights: Weights, pieces: list[_Piece], rows: np.ndarray) -> None:
+def _compute(weights: Weights, pieces: list[_Piece], rows: np.ndarray, projections: Projections | None) -> None:
     """Each piece's kept rows written into `rows` (at the piece's place), in
     token_rows calls of about PIECE_BUDGET tokens."""
     for call in _packed([len(piece.ids) for piece in pieces], PIECE_BUDGET):
-        computed = token_rows(weights, [pieces[index].ids for index in call])
+        computed = token_rows(weights, [pieces[index].ids for index in call], projections)
         offset = 0
         for index in call:
             piece = pieces[index]
@@ -194,7 +203,8 @@ def _compute(weights: Weights, pieces: list[_Piece], rows: np.ndarray) -> None:
             offset += len(piece.ids)
 
 
-def _group_rows(weights: Weights, texts: list[np.ndarray], cache: RowCache) -> np.ndarray:
+def _group_rows(weights: Weights, texts: list[np.ndarray], cache: RowCache,
+                projections: Projections | None) -> np.ndarray:
     """Every token row of the texts, text after text: from the cache, or
     computed, once per window not held."""
     keys = window_keys(texts)
@@ -212,22 +222,24 @@ def _group_rows(weights: Weights, texts: list[np.ndarray], cache: RowCache) -> n
     for text, rows_of_text in groupby(new_rows, key=lambda row: bisect_right(ends, row)):
         first_row = ends[text] - len(texts[text])
         pieces += _pieces(texts[text], [row - first_row for row in rows_of_text], first_row)
-    _compute(weights, pieces, rows)
+    _compute(weights, pieces, rows, projections)
     for row, source in copies:
         rows[row] = rows[source]
     cache.store(list(first_of), rows, new_rows)
     return rows
 
 
-def encode(weights: Weights, token_ids: list[np.ndarray], cache: RowCache) -> np.ndarray:
+def encode(weights: Weights, token_ids: list[np.ndarray], cache: RowCache,
+           projections: Projections | None = None) -> np.ndarray:
     """(len(token_ids), DIM) float32 unit vectors of the tokenized texts,
-    each with its begin and end tokens (never empty)."""
+    each with its begin and end tokens (never empty); the rows computed
+    take their projections from `projections` (None: computed)."""
     if any(len(ids) == 0 for ids in token_ids):
         raise ValueError("a tokenized text holds at least its begin and end tokens")
     out = np.empty((len(token_ids), DIM), dtype=np.float32)
     for group in _packed([len(ids) for ids in token_ids], GROUP_ROWS):
         texts = [token_ids[index] for index in group]
         lengths = [len(ids) for ids in texts]
-        sums = row_sums(_group_rows(weights, texts, cache), lengths)
+        sums = row_sums(_group_rows(weights, texts, cache, projections), lengths)
         out[group.start:group.stop] = sentence_vectors(weights, sums, np.array(lengths, dtype=np.int64))
     return out
