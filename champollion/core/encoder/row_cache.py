@@ -194,13 +194,19 @@ def _compute(weights: Weights, pieces: list[_Piece], rows: np.ndarray, projectio
     """Each piece's kept rows written into `rows` (at the piece's place), in
     token_rows calls of about PIECE_BUDGET tokens."""
     for call in _packed([len(piece.ids) for piece in pieces], PIECE_BUDGET):
-        computed = token_rows(weights, [pieces[index].ids for index in call], projections)
+        kept = np.zeros(sum(len(pieces[index].ids) for index in call), dtype=bool)
         offset = 0
         for index in call:
             piece = pieces[index]
-            kept = computed[offset + piece.keep_start - piece.start:offset + piece.keep_end - piece.start]
-            rows[piece.first_row + piece.keep_start:piece.first_row + piece.keep_end] = kept
+            kept[offset + piece.keep_start - piece.start:offset + piece.keep_end - piece.start] = True
             offset += len(piece.ids)
+        computed = token_rows(weights, [pieces[index].ids for index in call], projections, kept)
+        offset = 0
+        for index in call:  # the kept rows, piece after piece
+            piece = pieces[index]
+            size = piece.keep_end - piece.keep_start
+            rows[piece.first_row + piece.keep_start:piece.first_row + piece.keep_end] = computed[offset:offset + size]
+            offset += size
 
 
 def _group_rows(weights: Weights, texts: list[np.ndarray], cache: RowCache,
