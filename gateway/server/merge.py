@@ -45,12 +45,20 @@ def _family_rows(family: str, responses: Iterable[family_pb2.ScoreBatchResponse]
     its signatures, labels and warnings go into `merged`."""
     blocks: dict[str, list[np.ndarray]] = {}
     for response in responses:
-        rows: dict[str, list] = {}
+        # Per metric, its rows' values end to end and each row's length:
+        # numpy reads a flat list several times faster than one of
+        # repeated fields (0.19 of 0.29 s for 10,000 entries).
+        rows: dict[str, tuple[list, list[int]]] = {}
         for entry in response.entries:
             for metric_id, vector in entry.stats.items():
-                rows.setdefault(metric_id, []).append(vector.values)
-        for metric_id, metric_rows in rows.items():
-            blocks.setdefault(metric_id, []).append(np.asarray(metric_rows, dtype=float))
+                values, lengths = rows.setdefault(metric_id, ([], []))
+                values.extend(vector.values)
+                lengths.append(len(vector.values))
+        for metric_id, (values, lengths) in rows.items():
+            if min(lengths) != max(lengths):
+                raise ValueError(f"{family} returned {metric_id} statistics of {min(lengths)} and {max(lengths)} "
+                                 f"values in one batch")
+            blocks.setdefault(metric_id, []).append(np.array(values, dtype=float).reshape(len(lengths), lengths[0]))
         for metric_id, text in response.signatures.items():
             merged.signatures[metric_id] = merged_signature(merged.signatures.get(metric_id), text)
         for key, text in response.labels.items():
