@@ -118,7 +118,9 @@ def run(size: int, folder: Path, workers: int | None) -> dict:
     paths = write_inputs(folder, entries, predictions)
     del entries, predictions
     out = folder / "card.json"
-    env = dict(os.environ)
+    # The command's own embedded stack: a background stack (where the command
+    # has them) would hold the workers outside the command's process tree.
+    env = {**os.environ, "CHAMPOLLION_DAEMON": "0"}
     if workers is not None:
         env["CHAMPOLLION_WORKERS"] = str(workers)
     command = [str(REPO / ".venv" / "bin" / "champollion"), "evaluate", str(paths["corpus.json"]),
