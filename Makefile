@@ -103,6 +103,7 @@ bench: install
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/comet_service.py
 	$(BIN)/python bench/end_to_end.py
+	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/embeddings.py
 	$(BIN)/python bench/native_equality.py
 	$(BIN)/python bench/paired_ar.py
