@@ -293,6 +293,10 @@ def cmd_evaluate(args) -> int:
                                         disable_plugins=args.no_plugins, comet_model=args.comet_model,
                                         metrics=args.metrics or (), families=args.families or ())
                 for predictions, (meta, _) in zip(runs, metas)]
+    # The requests carry the run from here: the files' entries and predictions as read go (about 1 KiB
+    # an entry), and an error the gateway finds is located in its file by line alone.
+    del corpus
+    runs = [PredictionFile(predictions.path, lines=predictions.lines) for predictions in runs]
     stack = {"store": embedded_store_url(args)}
     if selection is not None:  # only the families the metrics asked for need start (no model otherwise)
         from gateway.card.metrics import families_for
