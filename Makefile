@@ -57,12 +57,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade "pip>=24"
 	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
 	@# built with the package (g++ present): nothing for $(NATIVE_STAMP) to redo
-	@if $(BIN)/python -c "import champollion.core.native._stats, champollion.core.native._matmul" 2>/dev/null; then mkdir -p build && touch $(NATIVE_STAMP); fi
+	@if $(BIN)/python -c "import champollion.core.native._stats, champollion.core.native._matmul, champollion.core.native._rows" 2>/dev/null; then mkdir -p build && touch $(NATIVE_STAMP); fi
 	touch $@
 
 # The compiled modules: built with the package, rebuilt when their sources
 # change or once g++ is there (pip's editable install puts the modules in place).
-$(NATIVE_STAMP): setup.py champollion/core/native/stats.cpp champollion/core/native/matmul.cpp | $(STAMP)
+$(NATIVE_STAMP): setup.py champollion/core/native/stats.cpp champollion/core/native/matmul.cpp \
+		champollion/core/native/rows.cpp | $(STAMP)
 	$(MAKE) system-packages
 	$(BIN)/pip install --quiet --no-deps -e .
 	mkdir -p $(dir $@) && touch $@
@@ -102,6 +103,7 @@ bench: install
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/comet_service.py
 	$(BIN)/python bench/end_to_end.py
+	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/embeddings.py
 	$(BIN)/python bench/native_equality.py
 	$(BIN)/python bench/paired_ar.py

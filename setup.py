@@ -1,5 +1,6 @@
 """Builds the compiled modules of champollion/core/native: the sacreBLEU
-statistics (stats.cpp) and the sentence encoder's matrix products (matmul.cpp).
+statistics (stats.cpp) and the sentence encoder's matrix products (matmul.cpp)
+and row sums (rows.cpp).
 
 Metadata lives in pyproject.toml; this file only declares the extensions. They
 are optional: without a compiler (or without pybind11) installation still
@@ -20,6 +21,14 @@ else:
             ["champollion/core/native/stats.cpp"],
             cxx_std=17,
             # No fused multiply-add: chrF's F-score must round as Python's floats do.
+            extra_compile_args=["-O3", "-ffp-contract=off"],
+            optional=True,
+        ),
+        Pybind11Extension(
+            "champollion.core.native._rows",
+            ["champollion/core/native/rows.cpp"],
+            cxx_std=17,
+            # Additions in the order written, as numpy's pairwise sums make them.
             extra_compile_args=["-O3", "-ffp-contract=off"],
             optional=True,
         ),

@@ -113,7 +113,9 @@ def write_inputs(folder: Path, entries: list[dict], predictions: list[dict]) -> 
 
 
 def champollion_evaluate(paths: dict[str, Path], out: Path, workers: int | None) -> tuple[float, int, dict]:
-    env = dict(os.environ)
+    # The embedded stack, as measured: a background stack (where the command
+    # has them) would score outside the command's process tree.
+    env = {**os.environ, "CHAMPOLLION_DAEMON": "0"}
     if workers is not None:
         env["CHAMPOLLION_WORKERS"] = str(workers)
     command = [str(REPO / ".venv" / "bin" / "champollion"), "evaluate", str(paths["corpus.json"]),

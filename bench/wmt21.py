@@ -3,6 +3,7 @@ the test suite never needs it)."""
 from __future__ import annotations
 
 import os
+from itertools import count
 from pathlib import Path
 
 DATA = Path(os.environ.get("CHAMPOLLION_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "data" / "wmt21-ende"
@@ -19,19 +20,26 @@ def systems() -> list[str]:
     return sorted(p.name.split(".hyp.")[1][: -len(".de")] for p in DATA.glob("newstest2021.en-de.hyp.*.de"))
 
 
-def segments(size: int) -> tuple[list[dict], list[dict]]:
+def segments(size: int, repeat: bool = False) -> tuple[list[dict], list[dict]]:
     """`size` (entry, prediction) pairs: every system's outputs against
-    reference A, system after system, as ids '<system>:<line>'."""
+    reference A, system after system, as ids '<system>:<line>'. With
+    `repeat`, past the 20,040 pairs the systems come round again as
+    '<system>~2:<line>', '<system>~3:<line>'... (distinct ids, same texts);
+    without, there are 20,040 at most."""
     sources, references = read_lines("src.en"), read_lines("ref.A.de")
+    hypotheses = {system: read_lines(f"hyp.{system}.de") for system in systems()}
     entries, predictions = [], []
-    for system in systems():
-        for line, hypothesis in enumerate(read_lines(f"hyp.{system}.de"), start=1):
-            entry_id = f"{system}:{line}"
-            entries.append({"id": entry_id, "source": sources[line - 1], "reference": references[line - 1]})
-            predictions.append({"id": entry_id, "prediction": hypothesis})
-            if len(entries) == size:
-                return entries, predictions
-    return entries, predictions
+    for round_number in count(1):
+        for system, lines in hypotheses.items():
+            name = system if round_number == 1 else f"{system}~{round_number}"
+            for line, hypothesis in enumerate(lines, start=1):
+                entry_id = f"{name}:{line}"
+                entries.append({"id": entry_id, "source": sources[line - 1], "reference": references[line - 1]})
+                predictions.append({"id": entry_id, "prediction": hypothesis})
+                if len(entries) == size:
+                    return entries, predictions
+        if not repeat:
+            return entries, predictions
 
 
 def paired_runs(size: int) -> tuple[list[dict], list[dict], list[dict]]:

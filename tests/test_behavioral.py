@@ -80,6 +80,16 @@ def test_loops_of_long_phrases_are_found_in_linear_time():
     assert hallucinated(long_text, "words", "Wörter")[0] == 0
 
 
+def test_a_loop_is_each_run_of_words_equal_to_the_word_a_period_later():
+    from services.behavioral.hallucination import _loops
+
+    # period 1: a=a twice (two copies after the first a); period 2: b c b c b, one copy of
+    # "b c" and a b; runs shorter than their period (a . a at period 2, b . . . b at 4) are none
+    assert list(_loops("a a a b c b c b x".split())) == [(0, 1, 2), (3, 2, 1)]
+    assert list(_loops("x y x y x y".split())) == [(0, 2, 2)]
+    assert list(_loops([])) == [] and list(_loops(["a"])) == []
+
+
 def test_numbers_with_no_counterpart_in_the_source():
     # Invented: no source number stands behind 300.
     _, _, reasons = hallucinated("Die Verkäufe stiegen 2024 um 20 % in 300 Filialen", "Sales rose 20% in 2024.", "x")

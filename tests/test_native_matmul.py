@@ -1,7 +1,9 @@
 """The sentence encoder's compiled matrix products (champollion/core/native/matmul.cpp):
 each value is fma after fma in order of the inner index, rounded as float32
 at each step, so a row's product is the same alone, among any rows, at any
-place, read in place from a wider array, on either code path."""
+place, read in place from a wider array, on every code path this CPU runs
+(AVX-512, AVX2, plain C++), through inner sizes longer than one of the
+blocks the products walk the inner index in."""
 from __future__ import annotations
 
 import math
@@ -43,15 +45,19 @@ def fma_by_definition(rows: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-def test_a_product_is_fma_after_fma_in_order_on_both_paths():
+@pytest.mark.parametrize("inner", [40, 300])  # 300: two of the 256-deep blocks, a sum resumed from `out`
+def test_a_product_is_fma_after_fma_in_order_on_every_path(inner):
     rng = np.random.default_rng(1)
-    # magnitudes over a few decades, so that another order or a rounding more rounds otherwise
-    rows = (rng.standard_normal((7, 40)) * 10.0 ** rng.uniform(-2, 2, (7, 40))).astype(np.float32)
-    matrix = (rng.standard_normal((40, 16)) * 10.0 ** rng.uniform(-2, 2, (40, 16))).astype(np.float32)
+    # magnitudes over a few decades, so that another order or a rounding more rounds otherwise;
+    # 13 rows: a whole AVX-512 tile of 12 and one more, two AVX2 tiles of 6 and one more
+    rows = (rng.standard_normal((13, inner)) * 10.0 ** rng.uniform(-2, 2, (13, inner))).astype(np.float32)
+    matrix = (rng.standard_normal((inner, 16)) * 10.0 ** rng.uniform(-2, 2, (inner, 16))).astype(np.float32)
     expected = fma_by_definition(rows, matrix)
     product = _matmul.Matrix(matrix)
+    assert _matmul.PATHS[-1] == "portable" and set(_matmul.PATHS) <= {"avx512", "avx2", "portable"}
     assert np.array_equal(product.times(rows), expected)
-    assert np.array_equal(product.times(rows, portable=True), expected)
+    for path in _matmul.PATHS:
+        assert np.array_equal(product.times(rows, path), expected), path
     # and not what a float64 sum rounded once gives: the test tells the orders apart
     assert not np.array_equal((rows.astype(np.float64) @ matrix.astype(np.float64)).astype(np.float32), expected)
 
@@ -68,7 +74,8 @@ def test_a_rows_product_does_not_depend_on_the_other_rows():
         assert np.array_equal(product.times(np.ascontiguousarray(rows[start:start + count])),
                               together[start:start + count]), (start, count)
     assert np.array_equal(product.times(rows[::-1]), together[::-1])  # read through a copy
-    assert np.array_equal(product.times(rows[:40], portable=True), together[:40])
+    for path in _matmul.PATHS:
+        assert np.array_equal(product.times(rows[:40], path), together[:40]), path
     assert product.times(rows[:0]).shape == (0, 64)
 
 
@@ -80,3 +87,5 @@ def test_a_matrix_takes_whole_panels_and_rows_of_its_inner_size():
     assert np.array_equal(product.times(np.ones((2, 4))), np.full((2, 32), 4.0, dtype=np.float32))
     with pytest.raises(ValueError, match="4 columns"):
         product.times(np.ones((2, 5), dtype=np.float32))
+    with pytest.raises(ValueError, match="no matrix product path 'sse'"):
+        product.times(np.ones((2, 4), dtype=np.float32), "sse")

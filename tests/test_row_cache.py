@@ -24,10 +24,14 @@ def numbered_rows(count: int) -> np.ndarray:
 
 def rows_held(cache: RowCache, keys: list[bytes]) -> tuple[list[bytes], np.ndarray]:
     """The keys among `keys` that the cache holds, and their rows (the hit counter moves)."""
-    rows = np.zeros((len(keys), ROW_WIDTH), dtype=np.float32)
-    missing = set(cache.fill(keys, rows))
-    held = [index for index in range(len(keys)) if index not in missing]
-    return [keys[index] for index in held], rows[held]
+    with cache.pinned(keys) as (held, slots, _):
+        return [keys[index] for index in held], cache.table[slots]
+
+
+def missing(cache: RowCache, keys: list[bytes]) -> list[int]:
+    """The positions of the keys it does not hold."""
+    with cache.pinned(keys) as (_, _, found):
+        return found
 
 
 def test_a_row_cache_copies_the_rows_it_holds_and_names_the_others():
@@ -35,11 +39,9 @@ def test_a_row_cache_copies_the_rows_it_holds_and_names_the_others():
     rows = numbered_rows(6)
     cache.store(KEYS[:3], rows, [3, 4, 5])
     rows[:] = 0  # the cache kept copies
-    target = np.full((5, ROW_WIDTH), np.nan, dtype=np.float32)
-    assert cache.fill([KEYS[9], KEYS[1], KEYS[0], KEYS[8], KEYS[2]], target) == [0, 3]
-    assert np.array_equal(target[[1, 2, 4]], numbered_rows(6)[[4, 3, 5]])
-    assert np.isnan(target[[0, 3]]).all()  # the rows it does not hold are left to compute
-    target[:] = 0  # and it handed out copies
+    with cache.pinned([KEYS[9], KEYS[1], KEYS[0], KEYS[8], KEYS[2]]) as (held, slots, absent):
+        assert held.tolist() == [1, 2, 4] and absent == [0, 3]  # the rows it does not hold are left to compute
+        assert np.array_equal(cache.table[slots], numbered_rows(6)[[4, 3, 5]])
     assert np.array_equal(rows_held(cache, KEYS[:3])[1], numbered_rows(6)[3:])
     assert (len(cache), cache.hits, cache.computed) == (3, 6, 3)
 
@@ -83,7 +85,7 @@ def test_when_too_few_rows_are_unread_those_go_first_then_the_next_in_order():
 def test_a_row_cache_of_no_rows_holds_nothing_but_counts_what_was_computed():
     cache = RowCache(0)
     cache.store(KEYS[:4], numbered_rows(4), [0, 1, 2, 3])
-    assert cache.fill(KEYS[:4], np.zeros((4, ROW_WIDTH), dtype=np.float32)) == [0, 1, 2, 3]
+    assert missing(cache, KEYS[:4]) == [0, 1, 2, 3]
     assert (len(cache), cache.hits, cache.computed) == (0, 0, 4)
     with pytest.raises(ValueError, match="-1"):
         RowCache(-1)
@@ -94,10 +96,29 @@ def test_a_key_given_twice_is_kept_once_and_evicts_cleanly():
     rows = numbered_rows(2)
     cache.store([KEYS[0], KEYS[0]], rows, [0, 1])
     assert len(cache) == 1
-    target = np.zeros((1, ROW_WIDTH), dtype=np.float32)
-    assert cache.fill([KEYS[0]], target) == [] and np.array_equal(target[0], rows[0])  # the first given
+    held, held_rows = rows_held(cache, [KEYS[0]])
+    assert held == [KEYS[0]] and np.array_equal(held_rows[0], rows[0])  # the first given
     cache.store(KEYS[1:3], rows, [0, 1])  # evicts it
-    assert len(cache) == 2 and cache.fill(KEYS[:3], np.zeros((3, ROW_WIDTH), dtype=np.float32)) == [0]
+    assert len(cache) == 2 and missing(cache, KEYS[:3]) == [0]
+
+
+def test_a_pinned_row_stays_whatever_is_stored_meanwhile():
+    """What lets an encoder sum the rows it holds where they lie while
+    another thread stores rows: a store never takes a pinned slot, and
+    stores fewer rows when too few slots are free."""
+    cache = RowCache(3)
+    rows = numbered_rows(len(KEYS))
+    cache.store(KEYS[:3], rows, [0, 1, 2])
+    with cache.pinned([KEYS[1], KEYS[5]]) as (held, slots, absent):
+        assert held.tolist() == [0] and absent == [1]
+        cache.store(KEYS[6:9], rows, [6, 7, 8])  # three new rows, two free slots: the last two stored
+        assert np.array_equal(cache.table[slots], rows[[1]])  # KEYS[1]'s row, untouched
+        assert rows_held(cache, KEYS[:9])[0] == [KEYS[1], KEYS[7], KEYS[8]]
+        with cache.pinned(KEYS[7:9]):  # every slot pinned now: nothing stored, nothing evicted
+            cache.store([KEYS[9]], rows, [9])
+            assert rows_held(cache, KEYS[:10])[0] == [KEYS[1], KEYS[7], KEYS[8]]
+    cache.store([KEYS[9]], rows, [9])  # unpinned: room again
+    assert KEYS[9] in rows_held(cache, KEYS[:10])[0] and len(cache) == 3
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from champollion.core.run_card import SLOW_FAMILY_WARNING
 from gateway.server.config import GatewayConfig
 from gateway.server.fanout import FamilyClient, FanOut
 from gateway.server.intake import RunIntake
-from gateway.server.merge import MergedStatistics, merge_entry_values, merge_statistics
+from gateway.server.merge import MergedStatistics, merge_entry_scores, merge_statistics
 from gateway.server.spill import RunSpill
 
 # The adequacy gates' rules and thresholds, among the metrics' signatures.
@@ -279,32 +279,40 @@ def _entry_results(spill: RunSpill, merged: MergedStatistics, answered: list[str
     which it failed, why), the entry's own composite (same weights as the
     run's; 0 when inadequate), its statistics, difficulty and error."""
     entries = spill.entries()
+    dropped = [key for key in SCORE_KEYS if (requested is not None and key not in requested)
+               or (drop_equivalence and key == "equivalent_match_rate")]
     row = 0
     for batch in count():
         chunk = list(islice(entries, batch_size))
         if not chunk:
             return
-        values = merge_entry_values(spill.batch_responses(batch, answered), len(chunk))
-        if drop_equivalence:
-            for entry_values in values:
-                entry_values.pop("equivalent_match_rate", None)
-        if requested is not None:
-            for entry_values in values:
-                for key in [key for key in entry_values if key in SCORE_KEYS and key not in requested]:
-                    del entry_values[key]
-        for offset, (entry_values, entry_composite) in enumerate(zip(values, entry_composites(values, composite))):
-            failed = adequacy.reasons.get(row + offset)
-            entry_values["adequate"] = failed is None
+        results = [run_card_pb2.EntryResult(id=entry_id, difficulty=difficulty, error=error)
+                   for entry_id, difficulty, error in chunk]
+        merge_entry_scores(spill.batch_responses(batch, answered), [result.scores for result in results])
+        for result in results:
+            fields = result.scores.fields
+            for key in dropped:
+                if key in fields:
+                    del fields[key]
+        composites = entry_composites([_numbers(result.scores, composite.weights) for result in results], composite)
+        for result, entry_composite in zip(results, composites):
+            failed = adequacy.reasons.get(row)
+            result.scores["adequate"] = failed is None
             if failed is not None:
-                entry_values["adequacy_gates"] = failed
+                result.scores["adequacy_gates"] = failed
             # Every composite input at its worst: the weighted mean of worst values is 0.
-            entry_values["composite"] = entry_composite if failed is None or entry_composite is None else 0.0
-        results = []
-        for (entry_id, difficulty, error), entry_values in zip(chunk, values):
-            result = run_card_pb2.EntryResult(id=entry_id, difficulty=difficulty, error=error)
-            result.scores.update(entry_values)
+            result.scores["composite"] = entry_composite if failed is None or entry_composite is None else 0.0
             for metric_id, matrix in merged.stats.items():
                 result.stats[metric_id].values.extend(matrix[row].tolist())
-            results.append(result)
             row += 1
         yield results
+
+
+def _numbers(scores, keys) -> dict[str, float | None]:
+    """An entry's values of `keys` as numbers, read from its merged scores
+    (None: absent or null; a verdict true or false: 1 or 0)."""
+    found = {}
+    for key in keys:
+        kind = scores.fields[key].WhichOneof("kind") if key in scores.fields else None
+        found[key] = float(getattr(scores.fields[key], kind)) if kind in ("number_value", "bool_value") else None
+    return found

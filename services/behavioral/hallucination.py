@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
+from itertools import compress
+from operator import eq
 from typing import Callable, Iterator
 
 from services.behavioral.detachment import Detachment
@@ -53,22 +56,34 @@ def _loops(words: list[str]) -> Iterator[tuple[int, int, int]]:
     a stretch where every word equals the word `period` places later."""
     count = len(words)
     for period in range(1, min(MAX_PERIOD, count // 2) + 1):
-        start = 0
-        while start + period < count:
-            end = start
-            while end + period < count and words[end] == words[end + period]:
-                end += 1
-            copies = (end - start) // period
-            if copies:
-                yield start, period, copies
-            start = max(end, start + 1)
+        # The positions whose word comes again `period` places later, found at
+        # C speed (most texts have few): each run of them is one stretch.
+        matches = compress(range(count - period), map(eq, words, words[period:]))
+        run_start = run_end = None
+        for position in matches:
+            if run_end is not None and position == run_end:
+                run_end += 1
+                continue
+            if run_start is not None and (run_end - run_start) // period:
+                yield run_start, period, (run_end - run_start) // period
+            run_start, run_end = position, position + 1
+        if run_start is not None and (run_end - run_start) // period:
+            yield run_start, period, (run_end - run_start) // period
+
+
+@lru_cache(maxsize=4096)
+def _allowed_repeats(reference_words: tuple[str, ...]) -> dict[tuple[str, ...], int]:
+    """Phrase key -> the copies of it the reference repeats back to back.
+    Kept per reference: every system scored on a corpus has the same ones."""
+    allowed: dict[tuple[str, ...], int] = {}
+    for start, period, copies in _loops(list(reference_words)):
+        key = _phrase_key(reference_words[start:start + period])
+        allowed[key] = max(allowed.get(key, 0), copies)
+    return allowed
 
 
 def oscillation(words: list[str], reference_words: list[str]) -> set[int]:
-    allowed: dict[tuple[str, ...], int] = {}
-    for start, period, copies in _loops(reference_words):
-        key = _phrase_key(tuple(reference_words[start:start + period]))
-        allowed[key] = max(allowed.get(key, 0), copies)
+    allowed = _allowed_repeats(tuple(reference_words))
     flagged: set[int] = set()
     for start, period, copies in _loops(words):
         tolerated = _TOLERATED_WORD_COPIES if period == 1 else 0

@@ -39,10 +39,15 @@ def _is_word_internal_apostrophe(text: str, index: int) -> bool:
 
 def quote_characters(text: str) -> list[str]:
     """Every quote character used as a quote, in order of appearance."""
+    # The text's distinct characters are looked up once (most texts have no
+    # quote at all): a tenth of the lookups of every character in turn.
+    quotes = {char for char in set(text) if is_quote_character(char)}
+    if not quotes:
+        return []
     return [
         char
         for index, char in enumerate(text)
-        if is_quote_character(char) and not _is_word_internal_apostrophe(text, index)
+        if char in quotes and not _is_word_internal_apostrophe(text, index)
     ]
 
 

@@ -243,12 +243,30 @@ def json_text(data, one_a_line: tuple[str, ...] = ("entries",)) -> str:
     lines = []
     for key, value in data.items():
         if key in one_a_line and isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-            items = ",\n    ".join(json.dumps(item, ensure_ascii=False) for item in value)
-            text = f"[\n    {items}\n  ]"
+            items = ITEM_SEPARATOR.join(json_line(item) for item in value)
+            lines.append(f"{json_key(key)}{LIST_OPENING}{items}{LIST_CLOSING}")
         else:
-            text = json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n  ")
-        lines.append(f"  {json.dumps(key, ensure_ascii=False)}: {text}")
-    return "{\n" + ",\n".join(lines) + "\n}" if lines else "{}"
+            lines.append(json_member(key, value))
+    return "{\n" + MEMBER_SEPARATOR.join(lines) + "\n}" if lines else "{}"
+
+
+# json_text's layout, in parts, for what writes a card as it arrives (card_file.py).
+MEMBER_SEPARATOR = ",\n"
+LIST_OPENING, ITEM_SEPARATOR, LIST_CLOSING = "[\n    ", ",\n    ", "\n  ]"
+
+
+def json_key(key: str) -> str:
+    return f"  {json.dumps(key, ensure_ascii=False)}: "
+
+
+def json_member(key: str, value) -> str:
+    """One member of a top-level object, indented as json_text writes it."""
+    return json_key(key) + json.dumps(value, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+
+
+def json_line(item) -> str:
+    """An object of a list written one a line."""
+    return json.dumps(item, ensure_ascii=False)
 
 
 def card_file_or_run_id(text: str) -> Path | str:

@@ -15,7 +15,6 @@ from champollion.apps.cli.common import (
     card_file_or_run_id,
     embedded_store_url,
     gateway_client,
-    json_text,
     raise_if_interrupted,
     reading_client,
     write_json,
@@ -32,6 +31,7 @@ from champollion.apps.cli.output import (
     pairs_summary,
     warning_lines,
 )
+from champollion.apps.cli.card_file import CardFile, card_files
 from champollion.apps.client import Client, InvalidArgument, Progress
 from champollion.eval.v1 import gateway_pb2
 from champollion.apps.inputs import (
@@ -223,12 +223,13 @@ def _metas(args, files: list[str], names: list[str]) -> list[tuple[gateway_pb2.R
     return metas
 
 
-def _side(card: dict):
+def _side(card: dict, target: CardFile | None):
     """What Compare gets of a scored card: its stored run's id when it was
-    stored (the gateway reads its statistics back), else the card."""
+    stored (the gateway reads its statistics back), else the card whole,
+    read from its file."""
     if (card.get("integrity") or {}).get("submissions_with_fingerprint") is not None:
         return card["run_id"]
-    return card
+    return target.read()
 
 
 def _without_entries(card: dict) -> dict:
@@ -300,6 +301,10 @@ def cmd_evaluate(args) -> int:
                                         disable_plugins=args.no_plugins, comet_model=args.comet_model,
                                         metrics=args.metrics or (), families=args.families or ())
                 for predictions, (meta, _) in zip(runs, metas)]
+    # The requests carry the run from here: the files' entries and predictions as read go (about 1 KiB
+    # an entry), and an error the gateway finds is located in its file by line alone.
+    del corpus
+    runs = [PredictionFile(predictions.path, lines=predictions.lines) for predictions in runs]
     stack = {"store": embedded_store_url(args)}
     if selection is not None:  # only the families the metrics asked for need start (no model otherwise)
         from gateway.card.metrics import families_for
@@ -315,20 +320,21 @@ def cmd_evaluate(args) -> int:
             # 10,000 entries); worker processes would add their start-up.
             stack["workers"] = 0
     cards, comparisons, pairs = [], [], None
-    with gateway_client(args, background="start", **stack) as client:
-        for name, request, predictions, (_, meta_path) in zip(names, requests, runs, metas):
-            cards.append(_scored(client, request, name if len(names) > 1 else "scoring", corpus_path, predictions,
-                                 meta_path, glossary_path, language_flags(args.source_lang, args.target_lang)))
-        if args.all_pairs:
-            pairs = _all_pairs(client, args, [_side(card) for card in cards], names, args.paired or BOOTSTRAP)
-        else:
-            for card in cards[1:]:
-                comparisons.append(client.compare(_side(cards[0]), _side(card), method=args.paired or BOOTSTRAP,
-                                                  seed=args.seed, resamples=args.resamples or 0))
-    for card, out in zip(cards, outs):
-        if out:
-            Path(out).write_text(json_text(card) + "\n", encoding="utf-8")
-    _print_evaluation(args, names, cards, comparisons, outs, pairs)
+    # Each card goes to its file as it comes (card_file.py): the command holds no run's entries.
+    with card_files(outs, read_again=len(files) > 1 or args.entries) as targets:
+        with gateway_client(args, background="start", **stack) as client:
+            for name, request, predictions, (_, meta_path), target in zip(names, requests, runs, metas, targets):
+                cards.append(_scored(client, request, name if len(names) > 1 else "scoring", corpus_path,
+                                     predictions, meta_path, glossary_path,
+                                     language_flags(args.source_lang, args.target_lang), target))
+            sides = [_side(card, target) for card, target in zip(cards, targets)] if len(cards) > 1 else []
+            if args.all_pairs:
+                pairs = _all_pairs(client, args, sides, names, args.paired or BOOTSTRAP)
+            else:
+                for side in sides[1:]:
+                    comparisons.append(client.compare(sides[0], side, method=args.paired or BOOTSTRAP,
+                                                      seed=args.seed, resamples=args.resamples or 0))
+        _print_evaluation(args, names, cards, comparisons, outs, pairs, targets)
     return 0
 
 
@@ -359,12 +365,16 @@ def _pairs_lines(args, pairs: dict, style: Style) -> list[str]:
 
 
 def _scored(client: Client, request, name: str, corpus_path, predictions: PredictionFile, meta_path,
-            glossary_path, flags: dict) -> dict:
-    """One system's card; an error the gateway finds in it pointed at its
-    file and line, or at the language flag (`flags`) that named the value."""
+            glossary_path, flags: dict, target: CardFile | None) -> dict:
+    """One system's card, less its entries, which go to `target` (none:
+    nowhere); an error the gateway finds in it pointed at its file and line,
+    or at the language flag (`flags`) that named the value."""
     bar = ProgressBar(len(request.corpus.entries), desc=name)
     try:
-        return client.send_evaluation(request, bar.update)
+        card = client.send_evaluation(request, bar.update, target.add if target is not None else _dropped)
+        if target is not None:
+            target.finish(card)
+        return card
     except InvalidArgument as error:
         message = locate_invalid(error.details, corpus_path, predictions, meta_path, glossary_path, flags)
         raise CliError(message, EXIT_INVALID_INPUT) from None
@@ -372,20 +382,28 @@ def _scored(client: Client, request, name: str, corpus_path, predictions: Predic
         bar.close()
 
 
+def _dropped(card: dict, entries: list[dict]) -> None:
+    """Where a card's entries go when no file and no reader wants them."""
+
+
 def _print_evaluation(args, names: list[str], cards: list[dict], comparisons: list[dict],
-                      outs: list[str | None], pairs: dict | None = None) -> None:
+                      outs: list[str | None], pairs: dict | None, targets: list[CardFile | None]) -> None:
     """The summary (or with --json the machine form) on stdout; with
     --json, where the runs went on stderr. `pairs`: with --all-pairs, every
-    pair's comparison (then `comparisons` is empty)."""
-    keep = (lambda card: card) if args.entries else _without_entries
+    pair's comparison (then `comparisons` is empty). With --entries, the
+    cards whole, from their files (`targets`)."""
     if args.json:
-        if len(cards) == 1:
-            write_json(keep(cards[0]), None)
+        if len(cards) == 1 and args.entries:
+            targets[0].copy_to_stdout()  # the file is what write_json prints, entries included
+        elif len(cards) == 1:
+            write_json(_without_entries(cards[0]), None)
         else:
+            keep = (lambda card, target: target.read()) if args.entries else (lambda card, _: _without_entries(card))
             compared = {"pairs": pairs} if pairs is not None else {
                 "comparisons": [{"baseline": names[0], "system": name, **comparison}
                                 for name, comparison in zip(names[1:], comparisons)]}
-            write_json({"runs": [{"name": name, **keep(card)} for name, card in zip(names, cards)], **compared}, None)
+            write_json({"runs": [{"name": name, **keep(card, target)} for name, card, target in
+                                 zip(names, cards, targets)], **compared}, None)
         emit(_run_lines(args, names, cards, outs), sys.stderr)
         return
     style = Style(sys.stdout)

@@ -204,6 +204,7 @@ class Client:
         target_lang: str | None = None,
         metrics: Sequence[str] = (),
         families: Sequence[str] = (),
+        on_entries: Callable[[dict, list[dict]], None] | None = None,
     ) -> dict:
         """The run card (a dict, entries included) of `predictions` against
         `corpus`: a corpus object {id, source_lang, target_lang, entries}, a
@@ -213,12 +214,16 @@ class Client:
         protos. `progress` is called with a Progress as the run is scored.
         `metrics` (run-card keys or short names: "bleu", "chrf", "ter",
         "comet"...) and `families` ("surface"...) choose what is computed
-        (default: everything); the rest is null, "not requested"."""
+        (default: everything); the rest is null, "not requested".
+        `on_entries(card, entries)`, when given, takes the card's entries a
+        part at a time as they arrive (with the card, less its entries) and
+        the card returned has none: a run larger than memory can be written
+        out as it comes."""
         request = self.evaluate_request(corpus, predictions, meta, glossary, batch_size=batch_size, seed=seed,
                                         resamples=resamples, disable_plugins=disable_plugins,
                                         comet_model=comet_model, source_lang=source_lang, target_lang=target_lang,
                                         metrics=metrics, families=families)
-        return self.send_evaluation(request, progress)
+        return self.send_evaluation(request, progress, on_entries)
 
     @staticmethod
     def evaluate_request(corpus: CorpusLike, predictions: PredictionsLike, meta: MetaLike | None = None,
@@ -247,9 +252,10 @@ class Client:
         return request
 
     def send_evaluation(self, request: gateway_pb2.EvaluateRequest,
-                              progress: Callable[[Progress], None] | None = None) -> dict:
+                        progress: Callable[[Progress], None] | None = None,
+                        on_entries: Callable[[dict, list[dict]], None] | None = None) -> dict:
         """The run card of a built EvaluateRequest, sent in parts (a run
-        larger than one gRPC message fits)."""
+        larger than one gRPC message fits); `on_entries` as in `evaluate`."""
         known_total = len(request.corpus.entries)
 
         def report(update: gateway_pb2.EvaluateProgress) -> None:
@@ -261,7 +267,7 @@ class Client:
                 upload_complete=update.upload_complete, slow_families=tuple(update.slow_families)))
 
         return self._call(lambda stub: collect_run_card(stub.EvaluateUpload(request_parts(request)),
-                                                        report if progress is not None else None))
+                                                        report if progress is not None else None, on_entries))
 
     def compare(self, baseline: CardLike, system: CardLike, method: str = "bs", seed: int | None = None,
                 resamples: int = 0) -> dict:

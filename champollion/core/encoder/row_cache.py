@@ -17,12 +17,24 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_right
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import groupby, repeat
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from champollion.core.encoder.forward import DIM, REACH, ROW_WIDTH, Weights, row_sums, sentence_vectors, token_rows
+from champollion.core.encoder.forward import (
+    DIM,
+    REACH,
+    ROW_WIDTH,
+    Projections,
+    Weights,
+    mapped_rows,
+    sentence_vectors,
+    token_rows,
+)
+from champollion.core.native import _rows
 
 _OUTSIDE = -1  # a window position beyond the sentence; token ids are never negative
 ROW_BYTES = ROW_WIDTH * 4
@@ -72,10 +84,11 @@ class RowCache:
             raise ValueError(f"a row cache holds 0 rows or more, not {capacity}")
         self.capacity = capacity
         # Untouched pages cost nothing: memory grows as rows are stored.
-        self._rows = np.empty((capacity, ROW_WIDTH), dtype=np.float32)
+        self._rows = mapped_rows(capacity, ROW_WIDTH)
         self._slot_of: dict[bytes, int] = {}
         self._key_in: list[bytes | None] = [None] * capacity
         self._read = np.zeros(capacity, dtype=bool)
+        self._pins = np.zeros(capacity, dtype=np.int32)  # readers of each slot's row now (RowCache.pinned)
         self._hand = 0
         self._lock = threading.Lock()
         self.hits = 0  # rows read from the cache
@@ -84,32 +97,44 @@ class RowCache:
     def __len__(self) -> int:
         return len(self._slot_of)
 
-    def fill(self, keys: list[bytes], target: np.ndarray) -> list[int]:
-        """Copies the rows it holds into target[i] for keys[i]; returns the
-        positions it does not hold."""
+    @property
+    def table(self) -> np.ndarray:
+        """The rows, by slot (read the slots `pinned` gives, while pinned)."""
+        return self._rows
+
+    @contextmanager
+    def pinned(self, keys: list[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray, list[int]]]:
+        """The rows it holds for `keys`: their positions in `keys` and their
+        slots in `table`; and the positions it does not hold. Inside, those
+        rows stay in their slots (no store evicts them, another thread's
+        neither), so they are read where they lie: copying them out cost
+        more than summing them (5 KiB a row, most rows of a corpus's texts)."""
         with self._lock:
-            slots = np.fromiter(map(self._slot_of.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
-            held = slots >= 0
-            if held.any():
-                target[held] = self._rows[slots[held]]
-                self._read[slots[held]] = True
-            self.hits += int(held.sum())
-        return np.flatnonzero(~held).tolist()
+            found = np.fromiter(map(self._slot_of.get, keys, repeat(-1)), dtype=np.int64, count=len(keys))
+            held = np.flatnonzero(found >= 0)
+            slots = found[held]
+            np.add.at(self._pins, slots, 1)
+            self._read[slots] = True
+            self.hits += len(held)
+        try:
+            yield held, slots, np.flatnonzero(found < 0).tolist()
+        finally:
+            with self._lock:
+                np.subtract.at(self._pins, slots, 1)
 
     def store(self, keys: list[bytes], rows: np.ndarray, at: list[int]) -> None:
         """Keeps rows[at[i]] for keys[i] that it does not hold yet; past
         capacity, rows not read for a round go (see the class)."""
         with self._lock:
             self.computed += len(keys)
-            new, seen = [], set()  # a key held (another thread computed it meanwhile) or given twice: once
-            for index, key in enumerate(keys):
-                if key not in self._slot_of and key not in seen:
-                    seen.add(key)
-                    new.append(index)
-            new = new[len(new) - min(len(new), self.capacity):]  # the last `capacity` of them
+            # Each key once, at its first place, unless held (another thread computed it meanwhile).
+            first = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1)))
+            new = sorted(index for key, index in first.items() if key not in self._slot_of)
+            count = min(len(new), self.capacity)
+            slots = self._free_slots(count) if count else []
+            new = new[len(new) - len(slots):]  # the last ones, as many as there are slots for
             if not new:
                 return
-            slots = self._free_slots(len(new))
             for slot in slots:
                 old = self._key_in[slot]
                 if old is not None:
@@ -117,13 +142,16 @@ class RowCache:
             for slot, index in zip(slots, new):
                 self._key_in[slot] = keys[index]
                 self._slot_of[keys[index]] = slot
-            self._rows[slots] = rows[[at[index] for index in new]]
+            _rows.copy_rows(rows, np.array([at[index] for index in new], dtype=np.int64), self._rows,
+                            np.array(slots, dtype=np.int64))
             self._read[slots] = False
 
     def _free_slots(self, count: int) -> list[int]:
-        """`count` slots (at most capacity) where the hand stops, the hand moved past them."""
+        """`count` slots (1 or more; fewer if others are pinned) where the hand stops,
+        the hand moved past them; never a pinned one."""
         ring = (self._hand + np.arange(self.capacity)) % self.capacity
-        unread = np.flatnonzero(~self._read[ring])
+        free = self._pins[ring] == 0
+        unread = np.flatnonzero(~self._read[ring] & free)
         if len(unread) >= count:
             passed = unread[count - 1] + 1
             self._read[ring[:passed]] = False
@@ -131,10 +159,11 @@ class RowCache:
             return ring[unread[:count]].tolist()
         # A whole round takes every unread slot and clears every mark; the
         # next round takes the rest in order.
-        read = np.flatnonzero(self._read[ring])[:count - len(unread)]
+        taken = np.concatenate([unread, np.flatnonzero(self._read[ring] & free)[:count - len(unread)]])
         self._read[:] = False
-        self._hand = int(ring[read[-1]] + 1) % self.capacity
-        return ring[np.concatenate([unread, read])].tolist()
+        if len(taken):
+            self._hand = int(ring[taken[-1]] + 1) % self.capacity
+        return ring[taken].tolist()
 
 
 def _spans(positions: list[int]) -> list[tuple[int, int]]:
@@ -181,53 +210,63 @@ def _packed(sizes: list[int], budget: int) -> list[range]:
     return groups
 
 
-def _compute(weights: Weights, pieces: list[_Piece], rows: np.ndarray) -> None:
+def _compute(weights: Weights, pieces: list[_Piece], rows: np.ndarray, projections: Projections | None) -> None:
     """Each piece's kept rows written into `rows` (at the piece's place), in
     token_rows calls of about PIECE_BUDGET tokens."""
     for call in _packed([len(piece.ids) for piece in pieces], PIECE_BUDGET):
-        computed = token_rows(weights, [pieces[index].ids for index in call])
+        kept = np.zeros(sum(len(pieces[index].ids) for index in call), dtype=bool)
         offset = 0
         for index in call:
             piece = pieces[index]
-            kept = computed[offset + piece.keep_start - piece.start:offset + piece.keep_end - piece.start]
-            rows[piece.first_row + piece.keep_start:piece.first_row + piece.keep_end] = kept
+            kept[offset + piece.keep_start - piece.start:offset + piece.keep_end - piece.start] = True
             offset += len(piece.ids)
+        computed = token_rows(weights, [pieces[index].ids for index in call], projections, kept)
+        offset = 0
+        for index in call:  # the kept rows, piece after piece
+            piece = pieces[index]
+            size = piece.keep_end - piece.keep_start
+            rows[piece.first_row + piece.keep_start:piece.first_row + piece.keep_end] = computed[offset:offset + size]
+            offset += size
 
 
-def _group_rows(weights: Weights, texts: list[np.ndarray], cache: RowCache) -> np.ndarray:
-    """Every token row of the texts, text after text: from the cache, or
-    computed, once per window not held."""
+def _group_sums(weights: Weights, texts: list[np.ndarray], cache: RowCache,
+                projections: Projections | None) -> np.ndarray:
+    """Each text's sum of its token rows (as forward.row_sums sums them):
+    the rows the cache holds summed where they lie, the others computed
+    once per window not held."""
     keys = window_keys(texts)
-    rows = np.empty((len(keys), ROW_WIDTH), dtype=np.float32)
-    first_of: dict[bytes, int] = {}  # window -> the row that computes it
-    copies: list[tuple[int, int]] = []  # (row, row computed for the same window)
-    for row in cache.fill(keys, rows):
-        if keys[row] in first_of:
-            copies.append((row, first_of[keys[row]]))
-        else:
-            first_of[keys[row]] = row
-    ends = np.cumsum([len(ids) for ids in texts]).tolist()
-    pieces: list[_Piece] = []
-    new_rows = list(first_of.values())
-    for text, rows_of_text in groupby(new_rows, key=lambda row: bisect_right(ends, row)):
-        first_row = ends[text] - len(texts[text])
-        pieces += _pieces(texts[text], [row - first_row for row in rows_of_text], first_row)
-    _compute(weights, pieces, rows)
-    for row, source in copies:
-        rows[row] = rows[source]
+    with cache.pinned(keys) as (held_at, slots, missing):
+        # The rows computed, at their token's place; the other places' pages are never touched.
+        rows = np.empty((len(keys), ROW_WIDTH), dtype=np.float32)
+        first_of: dict[bytes, int] = {}  # window -> the row that computes it
+        computing = [first_of.setdefault(keys[row], row) for row in missing]
+        # Each token's row: (0, its slot in the cache's table) or (1, the row of `rows` computing its window).
+        picks = np.empty((len(keys), 2), dtype=np.int64)
+        picks[held_at, 0], picks[held_at, 1] = 0, slots
+        picks[missing, 0], picks[missing, 1] = 1, computing
+        ends = np.cumsum([len(ids) for ids in texts]).tolist()
+        pieces: list[_Piece] = []
+        new_rows = list(first_of.values())
+        for text, rows_of_text in groupby(new_rows, key=lambda row: bisect_right(ends, row)):
+            first_row = ends[text] - len(texts[text])
+            pieces += _pieces(texts[text], [row - first_row for row in rows_of_text], first_row)
+        _compute(weights, pieces, rows, projections)
+        sums = _rows.row_sums([cache.table, rows], picks,
+                              np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
     cache.store(list(first_of), rows, new_rows)
-    return rows
+    return sums
 
 
-def encode(weights: Weights, token_ids: list[np.ndarray], cache: RowCache) -> np.ndarray:
+def encode(weights: Weights, token_ids: list[np.ndarray], cache: RowCache,
+           projections: Projections | None = None) -> np.ndarray:
     """(len(token_ids), DIM) float32 unit vectors of the tokenized texts,
-    each with its begin and end tokens (never empty)."""
+    each with its begin and end tokens (never empty); the rows computed
+    take their projections from `projections` (None: computed)."""
     if any(len(ids) == 0 for ids in token_ids):
         raise ValueError("a tokenized text holds at least its begin and end tokens")
     out = np.empty((len(token_ids), DIM), dtype=np.float32)
     for group in _packed([len(ids) for ids in token_ids], GROUP_ROWS):
         texts = [token_ids[index] for index in group]
-        lengths = [len(ids) for ids in texts]
-        sums = row_sums(_group_rows(weights, texts, cache), lengths)
-        out[group.start:group.stop] = sentence_vectors(weights, sums, np.array(lengths, dtype=np.int64))
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        out[group.start:group.stop] = sentence_vectors(weights, _group_sums(weights, texts, cache, projections), lengths)
     return out

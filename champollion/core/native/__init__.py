@@ -6,7 +6,9 @@ compiler at `pip install -e .`):
   compiled path applies (see ``PURE_SACREBLEU_ENV`` there).
 - ``_matmul`` (matmul.cpp): the sentence encoder's matrix products
   (champollion/core/encoder/forward.py), each value computed the same way whatever
-  else is multiplied with it."""
+  else is multiplied with it.
+- ``_rows`` (rows.cpp): the encoder's token rows copied and summed per
+  sentence where they lie (champollion/core/encoder/row_cache.py)."""
 from __future__ import annotations
 
 try:
@@ -19,4 +21,9 @@ try:
 except ImportError:  # built without a compiler, or not built yet
     _matmul = None
 
-__all__ = ["_matmul", "_stats"]
+try:
+    from champollion.core.native import _rows
+except ImportError:  # built without a compiler, or not built yet
+    _rows = None
+
+__all__ = ["_matmul", "_rows", "_stats"]
