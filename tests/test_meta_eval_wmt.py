@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from champollion.apps.meta_eval import wmt
-from tests.test_meta_eval import ENTRIES, SYSTEMS, card_paths, damaged, segment_errors, write_system_score  # noqa: F401
+from tests.test_meta_eval import ENTRIES, card_paths, segment_errors, write_system_score
 from tests.test_meta_eval import cards, entries  # noqa: F401  (fixtures)
 
 NAN = float("nan")

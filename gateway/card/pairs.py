@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from itertools import combinations
+from statistics import NormalDist
 from typing import Callable, Sequence
 
 import numpy as np
@@ -113,12 +114,6 @@ def higher_is_better(metric_id: str) -> bool:
     return metric_id == COMPOSITE or not METRICS[metric_id].lower_is_better
 
 
-def entry_values(run: ComparableRun, ids: list[str], compared: list[str], weighted: list[str]) -> dict[str, np.ndarray]:
-    """Each metric's value on each entry alone (NaN where undefined), and
-    the composite's from the gated statistics with the run's weights."""
-    return series_values(run, comparison_columns(run, ids, compared, weighted))
-
-
 def _shares(a: np.ndarray, b: np.ndarray, threshold: float) -> tuple[float | None, float | None, float | None]:
     both = ~(np.isnan(a) | np.isnan(b))
     if not both.any():
@@ -128,15 +123,10 @@ def _shares(a: np.ndarray, b: np.ndarray, threshold: float) -> tuple[float | Non
     return first, 1.0 - first - second, second
 
 
-def _resampled(runs: Sequence[ComparableRun], ids, compared, weighted, samples: int, seed: int) -> list[dict]:
+def _resampled(runs: Sequence[ComparableRun], columns: list[dict], samples: int, seed: int) -> list[dict]:
     """Each run's values in every bootstrap resample (one stream per seed:
     the same resamples for every run, as a paired test draws them)."""
-    return [series_values(run, resampled_sums(comparison_columns(run, ids, compared, weighted), samples, seed))
-            for run in runs]
-
-
-def _normal_cdf(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2))
+    return [series_values(run, resampled_sums(own, samples, seed)) for run, own in zip(runs, columns)]
 
 
 def normal_p_value(differences: np.ndarray, observed: float) -> float:
@@ -149,26 +139,27 @@ def normal_p_value(differences: np.ndarray, observed: float) -> float:
     spread = float(np.std(differences))
     if spread == 0:
         return 1.0 if observed == 0 else 0.0
+    fitted = NormalDist(centre, spread)
     # The mean of |X| for X normal (a folded normal's mean).
-    mean_absolute = (spread * math.sqrt(2 / math.pi) * math.exp(-centre ** 2 / (2 * spread ** 2))
-                     + centre * (1 - 2 * _normal_cdf(-centre / spread)))
+    mean_absolute = spread * math.sqrt(2 / math.pi) * math.exp(-centre ** 2 / (2 * spread ** 2)) \
+        + centre * (1 - 2 * fitted.cdf(0))
     beyond = abs(observed) + mean_absolute
-    return (1 - _normal_cdf((beyond - centre) / spread)) + _normal_cdf((-beyond - centre) / spread)
+    return (1 - fitted.cdf(beyond)) + fitted.cdf(-beyond)
 
 
-def _pair_tests(runs, ids, compared, weighted, points, method: str, samples: int, seed: int,
+def _pair_tests(runs, columns: list[dict], points, method: str, samples: int, seed: int,
                 p_values: str = RESAMPLED) -> dict:
     """(first, second) -> metric -> compare's verdict on that pair (None
     where a value is missing or the test undefined in some resample), its
-    p-value read off the normal distribution with `p_values="normal"`."""
+    p-value read off the normal distribution with `p_values="normal"`.
+    `columns`: each run's comparison_columns."""
     tests: dict[tuple[int, int], dict[str, dict | None]] = {}
-    resampled = _resampled(runs, ids, compared, weighted, samples, seed) if method == BOOTSTRAP else None
+    resampled = _resampled(runs, columns, samples, seed) if method == BOOTSTRAP else None
     for first, second in combinations(range(len(runs)), 2):
         if resampled is not None:
             sampled_a, sampled_b = resampled[first], resampled[second]
         else:
-            columns = [comparison_columns(runs[i], ids, compared, weighted) for i in (first, second)]
-            sums_a, sums_b = sampled_sums(*columns, samples, seed, method)
+            sums_a, sums_b = sampled_sums(columns[first], columns[second], samples, seed, method)
             sampled_a, sampled_b = series_values(runs[first], sums_a), series_values(runs[second], sums_b)
         verdicts = {}
         for metric_id in sampled_a:
@@ -234,9 +225,13 @@ def compare_all(runs: Sequence[ComparableRun], samples: int | None = None, seed:
         weighted = weighted if COMPOSITE in metric_ids else []
     if not compared and not weighted:
         raise CompareRefused("the runs carry no common per-entry statistics to resample")
-    points = [point_values(run, comparison_columns(run, ids, compared, weighted)) for run in runs]
-    tests, resampled = _pair_tests(runs, ids, compared, weighted, points, method, samples, seed, p_values)
-    per_entry = [entry_values(run, ids, compared, weighted) for run in runs]
+    # Each run's statistics as compared (the composite's gated), once: every
+    # pair, its points and its entries' own values read them.
+    columns = [comparison_columns(run, ids, compared, weighted) for run in runs]
+    points = [point_values(run, own) for run, own in zip(runs, columns)]
+    tests, resampled = _pair_tests(runs, columns, points, method, samples, seed, p_values)
+    # Each entry's own value: its statistics reduced alone.
+    per_entry = [series_values(run, own) for run, own in zip(runs, columns)]
     metrics = {}
     warnings = _resolution_warnings(len(tests), samples, method, correction) if p_values == RESAMPLED else []
     for metric_id in points[0]:

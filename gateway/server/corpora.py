@@ -20,8 +20,7 @@ from google.protobuf import json_format
 
 from champollion.core.analyzers import AnalyzerRegistry
 from champollion.core.cards import CardRegistry, UnknownLanguage
-from champollion.core.corpus_rules import PURPOSES, RULE
-from champollion.core.tiers import SECRET_TIERS
+from champollion.core.corpus_rules import PURPOSES
 from champollion.core.roles import MAINTAINER
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.compare import ComparableRun

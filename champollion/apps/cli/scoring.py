@@ -456,7 +456,7 @@ def cmd_compare(args) -> int:
     _check_run_options(args)
     if len(args.runs) < 2:
         raise CliError("compare needs two runs or more (run card files or stored run ids)", EXIT_INVALID_INPUT)
-    _check_pairs_flags(args, len(args.runs), "give three runs or more")
+    _check_pairs_flags(args, len(args.runs), "give two runs or more")
     sides, names = _compared_runs(args.runs)
     with reading_client(args, store=any(isinstance(side, str) for side in sides)) as client:
         if args.all_pairs:
