@@ -28,7 +28,7 @@ from bench.surface_overhead import build_request
 from bench.wmt21 import read_lines, systems
 from champollion.core import logs
 from champollion.core.sampling import BOOTSTRAP, CORRECTIONS, DEFAULT_SEED, METHODS
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from champollion.eval.v1 import gateway_pb2_grpc
 from gateway.card.compare import DEFAULT_SAMPLES, ComparableRun, compare_runs
 from gateway.card.pairs import compare_all

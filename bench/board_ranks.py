@@ -42,7 +42,7 @@ from sacrebleu.metrics import CHRF  # noqa: E402
 from sacrebleu.significance import PairedTest  # noqa: E402
 
 from bench.wmt21 import read_lines, systems  # noqa: E402
-from champollion.apps.client import rank_text  # noqa: E402
+from apps.client import rank_text  # noqa: E402
 from champollion.core import logs  # noqa: E402
 from champollion.core.sacrebleu_adapter import build_metric, segment_statistics  # noqa: E402
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED  # noqa: E402

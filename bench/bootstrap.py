@@ -31,8 +31,8 @@ from bench.surface_overhead import build_request  # noqa: E402
 from bench.wmt21 import paired_runs  # noqa: E402
 from champollion.core import logs  # noqa: E402
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
-from champollion.apps.inputs import load_run_card_for_compare  # noqa: E402
-from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
+from apps.inputs import load_run_card_for_compare  # noqa: E402
+from apps.launch.embedded import EmbeddedStack  # noqa: E402
 from gateway.card.bootstrap import confidence_intervals  # noqa: E402
 from gateway.card.breakdowns import tier_intervals  # noqa: E402
 from champollion.core.run_card import message_to_dict, run_card_from_proto  # noqa: E402

@@ -1,5 +1,5 @@
 """Where a `champollion` command's time goes: the command run in this
-process (as `python -m champollion.apps.cli` runs it) with timestamps taken
+process (as `python -m apps.cli` runs it) with timestamps taken
 around its phases, in the command's process and in every worker process it
 starts; bench/cli_speed.py prints them.
 
@@ -150,12 +150,12 @@ def probe(argv: list[str]) -> int:
     os.environ[EVENTS_ENV] = str(Path(argv[0]).resolve())
     record("interpreter start", _launched(), STARTED)
     start = time.time()
-    from champollion.apps import cli
-    from champollion.apps.cli import common, scoring
+    from apps import cli
+    from apps.cli import common, scoring
     record("CLI imports (parser, client, inputs)", start)
-    sys.meta_path.insert(0, _AfterImport("champollion.apps.launch.embedded", _wrap_embedded))
-    from champollion.apps.client import Client
-    from champollion.apps.launch import background
+    sys.meta_path.insert(0, _AfterImport("apps.launch.embedded", _wrap_embedded))
+    from apps.client import Client
+    from apps.launch import background
     from services import workers
 
     _loads("main")

@@ -49,7 +49,7 @@ from bench.wmt21 import DATA, read_lines, systems  # noqa: E402
 
 PYTHON = sys.executable
 SACREBLEU = [PYTHON, "-m", "sacrebleu"]
-CHAMPOLLION = [PYTHON, "-m", "champollion.apps.cli"]
+CHAMPOLLION = [PYTHON, "-m", "apps.cli"]
 REFERENCE = "sacrebleu BLEU chrF++ TER"
 EVERY_FAMILY = "every family"
 SURFACE = "-m bleu,chrf,ter"

@@ -51,7 +51,7 @@ import grpc  # noqa: E402
 from bench.wmt21 import segments  # noqa: E402
 from champollion.core import logs  # noqa: E402
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2, gateway_pb2_grpc  # noqa: E402
-from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
+from apps.launch.embedded import EmbeddedStack  # noqa: E402
 from champollion.core.run_card import run_card_from_proto  # noqa: E402
 from services.semantic.batching import DirectBatcher, MicroBatcher  # noqa: E402
 from champollion.core.encoder.embeddings import EmbeddingUnavailable, SentenceEmbedder  # noqa: E402

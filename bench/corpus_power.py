@@ -28,8 +28,8 @@ from statistics import median
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.wmt21 import read_lines
-from champollion.apps.client import Client
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.client import Client
+from apps.launch.embedded import EmbeddedStack
 from champollion.core import logs
 from champollion.core.corpus_rules import POWER, RULE_OF_THUMB
 from gateway.corpus_check.power import detectable_differences, pilot_from_card, pilot_runs

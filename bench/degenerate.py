@@ -44,8 +44,8 @@ from scipy.stats import kendalltau  # noqa: E402
 from tabulate import tabulate  # noqa: E402
 
 from bench.wmt21 import DATA, MQM_SCORES, mqm_name, read_lines, translations  # noqa: E402
-from champollion.apps.client import Client  # noqa: E402
-from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
+from apps.client import Client  # noqa: E402
+from apps.launch.embedded import EmbeddedStack  # noqa: E402
 from champollion.core import logs  # noqa: E402
 from champollion.core.degenerate import FLOOR_KINDS, SYSTEM_KINDS, floor_outputs, system_outputs  # noqa: E402
 from gateway.card.adequacy import gated_statistics  # noqa: E402

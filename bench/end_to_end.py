@@ -139,7 +139,7 @@ def surface_through_gateway(entries, predictions, batch_size: int) -> tuple[floa
     import grpc
 
     from champollion.eval.v1 import gateway_pb2_grpc
-    from champollion.apps.launch.embedded import EmbeddedStack
+    from apps.launch.embedded import EmbeddedStack
     from champollion.core.run_card import run_card_from_proto
 
     request = build_request(entries, predictions, batch_size)

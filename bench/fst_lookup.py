@@ -105,7 +105,7 @@ def scorer_worker(tokens: int) -> None:
 
 def service_worker() -> None:
     """A structural service (scoring in this process's threads) until stdin closes."""
-    from champollion.apps.launch.embedded import start_family
+    from apps.launch.embedded import start_family
 
     async def serve() -> None:
         server, port = await start_family("structural", "127.0.0.1:0")

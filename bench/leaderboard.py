@@ -33,7 +33,7 @@ from bench.surface_overhead import build_request  # noqa: E402
 from bench.wmt21 import segments  # noqa: E402
 from champollion.core import logs  # noqa: E402
 from champollion.eval.v1 import gateway_pb2_grpc  # noqa: E402
-from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
+from apps.launch.embedded import EmbeddedStack  # noqa: E402
 from champollion.core.run_card import run_card_from_proto  # noqa: E402
 from gateway.store import RunStore  # noqa: E402
 from gateway.store.rows import run_row  # noqa: E402

@@ -37,7 +37,7 @@ import grpc  # noqa: E402
 import numpy as np  # noqa: E402
 
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
-from champollion.apps.launch.local_cluster import REPO, LocalCluster  # noqa: E402
+from apps.launch.local_cluster import REPO, LocalCluster  # noqa: E402
 from champollion.core.serving import MAX_MESSAGE_BYTES  # noqa: E402
 from champollion.core.run_card import reproducible_part, run_card_from_proto  # noqa: E402
 
@@ -130,7 +130,7 @@ def serve(folder: Path) -> Iterator[tuple[str, list[int]]]:
     log = folder / "serve.log"
     with open(log, "wb") as handle:
         process = subprocess.Popen(
-            [sys.executable, "-m", "champollion.apps.cli", "serve", "--port", "0",
+            [sys.executable, "-m", "apps.cli", "serve", "--port", "0",
              "--store", f"sqlite:///{folder / 'serve-runs.sqlite'}"],
             cwd=REPO, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from champollion.apps.meta_eval.human_judgments import NOT_JUDGED, read_judgments  # noqa: E402
+from apps.meta_eval.human_judgments import NOT_JUDGED, read_judgments  # noqa: E402
 
 DATA = Path(os.environ.get("CHAMPOLLION_SHARED", REPO.parent / "shared")) / "data" / "mqm-ted-ende"
 # The scores file's name for a system the annotations name otherwise.

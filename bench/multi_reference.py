@@ -59,7 +59,7 @@ def sacrebleu_scores(refs: list[str], hyp: str) -> dict[str, tuple[float, str]]:
 def card_by_cli(src: str, refs: list[str], hyp: str) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "card.json"
-        command = [sys.executable, "-m", "champollion.apps.cli", "evaluate", "--src", src,
+        command = [sys.executable, "-m", "apps.cli", "evaluate", "--src", src,
                    *(item for ref in refs for item in ("--ref", ref)), "--hyp", hyp,
                    "--source-lang", "eng", "--target-lang", "deu", "--no-store", "--out", str(out),
                    "--no-daemon"]  # the embedded stack, as measured; no background stack left behind
@@ -71,8 +71,8 @@ def card_by_surface_stack(src: str, refs: list[str], hyp: str) -> dict:
     import grpc
 
     from champollion.eval.v1 import gateway_pb2_grpc
-    from champollion.apps.inputs import build_request, load_plain_text_run
-    from champollion.apps.launch.embedded import EmbeddedStack
+    from apps.inputs import build_request, load_plain_text_run
+    from apps.launch.embedded import EmbeddedStack
     from champollion.core.run_card import run_card_from_proto
 
     corpus, predictions = load_plain_text_run(src, refs, hyp, "eng", "deu")

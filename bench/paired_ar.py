@@ -29,8 +29,8 @@ from bench.surface_overhead import build_request
 from bench.wmt21 import read_lines
 from champollion.core import logs
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from champollion.apps.inputs import load_run_card_for_compare
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.inputs import load_run_card_for_compare
+from apps.launch.embedded import EmbeddedStack
 from champollion.core.run_card import message_to_dict, run_card_from_proto
 
 UNLIMITED = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]

@@ -1,5 +1,5 @@
 """Scale-out: a 100,000-entry run (surface, behavioral and compliance
-families) through the multi-process topology (champollion.apps.launch.local_cluster: every
+families) through the multi-process topology (apps.launch.local_cluster: every
 family in its own process, the gateway process in front, round_robin over the
 replicas), once with 1 and once with 2 replicas of each family.
 
@@ -35,7 +35,7 @@ import grpc  # noqa: E402
 
 from bench.wmt21 import segments  # noqa: E402
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc  # noqa: E402
-from champollion.apps.launch.local_cluster import LocalCluster  # noqa: E402
+from apps.launch.local_cluster import LocalCluster  # noqa: E402
 from champollion.core.serving import MAX_MESSAGE_BYTES  # noqa: E402
 
 FAMILIES = ("surface", "behavioral", "compliance")

@@ -32,7 +32,7 @@ from champollion.core import (
     sacrebleu_adapter,  # noqa: E402
 )
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
-from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
+from apps.launch.embedded import EmbeddedStack  # noqa: E402
 from champollion.core.text import normalise_for_match  # noqa: E402
 from champollion.core.run_card import run_card_from_proto  # noqa: E402
 

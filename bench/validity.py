@@ -46,11 +46,11 @@ from tabulate import tabulate  # noqa: E402
 from bench.wmt21 import DATA, MQM_SCORES, mqm_name, mqm_systems, read_lines, systems, translations  # noqa: E402
 from champollion.core import logs  # noqa: E402
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc  # noqa: E402
-from champollion.apps.meta_eval.human_judgments import read_judgments  # noqa: E402
-from champollion.apps.launch.embedded import EmbeddedStack  # noqa: E402
-from champollion.apps.meta_eval import TABLE_HEADERS, match_systems, meta_evaluate, table_rows  # noqa: E402
+from apps.meta_eval.human_judgments import read_judgments  # noqa: E402
+from apps.launch.embedded import EmbeddedStack  # noqa: E402
+from apps.meta_eval import TABLE_HEADERS, match_systems, meta_evaluate, table_rows  # noqa: E402
 from champollion.core.serving import MAX_MESSAGE_BYTES  # noqa: E402
-from champollion.apps.client.upload import collect_run_card, request_parts  # noqa: E402
+from apps.client.upload import collect_run_card, request_parts  # noqa: E402
 from services.registry import IMPLEMENTED  # noqa: E402
 
 REFERENCE = "C"

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import structlog
 
-from champollion.apps import cli as champollion_cli
+from apps import cli as champollion_cli
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from champollion.core.run_card import run_card_from_proto
 from gateway.card.adequacy import gated_statistics, inadequate_entries
 from gateway.store import default_store_url
@@ -37,7 +37,7 @@ atexit.register(shutil.rmtree, TEST_DATA_HOME, ignore_errors=True)
 os.environ["XDG_DATA_HOME"] = TEST_DATA_HOME
 os.environ["CHAMPOLLION_CACHE_DIR"] = os.path.join(TEST_DATA_HOME, "cache")
 os.environ["CHAMPOLLION_STORE"] = f"sqlite:///{TEST_DATA_HOME}/champollion/runs.sqlite"
-# No test leaves a background stack behind (champollion/apps/launch/background.py):
+# No test leaves a background stack behind (apps/launch/background.py):
 # commands run their own embedded stack unless a test lets them (tests/test_background.py),
 # and a stack's folder would be under the session's, its stacks stopped at the end.
 os.environ["CHAMPOLLION_DAEMON"] = "0"
@@ -47,7 +47,7 @@ os.environ["XDG_RUNTIME_DIR"] = os.path.join(TEST_DATA_HOME, "run")
 @pytest.fixture(scope="session", autouse=True)
 def no_background_stack_left():
     yield
-    from champollion.apps.launch import background
+    from apps.launch import background
 
     for stack in background.running():
         background.stop(stack)

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from gateway.server.admission import Admission
 from gateway.server.config import ConfigError, GatewayConfig
 from tests.conftest import make_request

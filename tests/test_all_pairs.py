@@ -11,9 +11,9 @@ import grpc
 import numpy as np
 import pytest
 
-from champollion.apps.client import Client, InvalidSettings, NotFound, RequestRefused
-from champollion.apps.client.upload import pairs_parts
-from champollion.apps.inputs import build_request, load_corpus, load_meta, load_predictions
+from apps.client import Client, InvalidSettings, NotFound, RequestRefused
+from apps.client.upload import pairs_parts
+from apps.inputs import build_request, load_corpus, load_meta, load_predictions
 from champollion.core.run_card import message_to_dict, run_card_to_proto
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.card.multiplicity import benjamini_hochberg, holm

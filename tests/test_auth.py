@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from gateway.server.auth import ROLES, RPC_ROLES, caller_role
 from gateway.server.config import ConfigError
 from gateway.server.tokens import TokenFile, new_token, token_hash, token_line

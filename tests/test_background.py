@@ -1,4 +1,4 @@
-"""Background stacks (issue 37; champollion/apps/launch/background.py): the
+"""Background stacks (issue 37; apps/launch/background.py): the
 first `champollion evaluate` starts one, later ones with the same settings
 reuse it and get the cards an embedded stack gives; other settings, another
 environment or other code never reach it; a stale socket is cleaned, an idle
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from champollion.apps.cli.common import background_settings
-from champollion.apps.launch import background
-from champollion.apps.launch.background_server import CallActivity, _retire, _until_idle
+from apps.cli.common import background_settings
+from apps.launch import background
+from apps.launch.background_server import CallActivity, _retire, _until_idle
 from champollion.core.run_card import reproducible_part
 from tests.conftest import EXAMPLE, REPO
 from tests.test_reliability import _await_spill, interrupted_evaluate, write_example_run
@@ -47,7 +47,7 @@ def stacks(monkeypatch):
 
 
 def champollion(*args, env: dict, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "champollion.apps.cli", *map(str, args)], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "apps.cli", *map(str, args)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     if check:
         assert done.returncode == 0, done.stderr
@@ -184,7 +184,7 @@ def test_a_stack_held_by_a_command_does_not_retire(tmp_path):
 def test_two_first_runs_at_once_start_one_stack_and_share_it(stacks):
     """The stack's lock: one command starts the stack, the other waits for
     it and uses it."""
-    run = [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(CORPUS), str(PREDICTIONS), "-m", "chrf",
+    run = [sys.executable, "-m", "apps.cli", "evaluate", str(CORPUS), str(PREDICTIONS), "-m", "chrf",
            "--no-store"]
     commands = [subprocess.Popen(run, cwd=REPO, env=stacks, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for _ in range(2)]

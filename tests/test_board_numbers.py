@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import re
 
-from champollion.apps.cli.stored import BOARD_TABLE
-from champollion.apps.report.render import BOARD_COLUMNS, board_rows, score_text
+from apps.cli.stored import BOARD_TABLE
+from apps.report.render import BOARD_COLUMNS, board_rows, score_text
 from champollion.core.columns import SORT_COLUMNS, SPEC_COLUMNS, REAL
 from gateway.card.display import column_format, column_text, metric_text
 from gateway.card.metrics import METRICS

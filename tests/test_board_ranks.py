@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from champollion.apps.client import rank_text
-from champollion.apps.web.app import WebSettings, create_app
+from apps.client import rank_text
+from apps.web.app import WebSettings, create_app
 from gateway.card.compare import ComparableRun
 from gateway.card.pairs import compare_all
 from gateway.server import board_ranks

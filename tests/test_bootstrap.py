@@ -6,7 +6,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.significance import PairedTest, _bootstrap_resample
 
 from champollion.eval.v1 import gateway_pb2
-from champollion.apps.inputs import load_corpus, load_predictions
+from apps.inputs import load_corpus, load_predictions
 from gateway.card import bootstrap
 from gateway.card.bootstrap import confidence_intervals, resample_counts, resampled_sums
 from gateway.card.compare import ComparableRun, CompareRefused, compare_run_cards, compare_runs

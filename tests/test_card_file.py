@@ -1,4 +1,4 @@
-"""A run card written to its file as it arrives (champollion/apps/cli/card_file.py)
+"""A run card written to its file as it arrives (apps/cli/card_file.py)
 and the client handing the entries on as they come (collect_run_card's
 `on_entries`): the file is json_text's byte for byte, the command holds one
 message of entries at a time and never the whole card, a run that fails
@@ -11,11 +11,11 @@ import tempfile
 
 import pytest
 
-from champollion.apps.cli import card_file, scoring
-from champollion.apps.cli.card_file import CardFile, card_files
-from champollion.apps.cli.common import CliError, json_text
-from champollion.apps.client.upload import collect_run_card
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.cli import card_file, scoring
+from apps.cli.card_file import CardFile, card_files
+from apps.cli.common import CliError, json_text
+from apps.client.upload import collect_run_card
+from apps.launch.embedded import EmbeddedStack
 from champollion.eval.v1 import gateway_pb2, run_card_pb2
 from champollion.core.run_card import run_card_to_proto
 from tests.conftest import EXAMPLE

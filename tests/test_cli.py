@@ -1,5 +1,5 @@
 """The `champollion` command. Most tests call it in this process
-(`champollion.apps.cli.main`, the `cli` fixture) against the session's embedded
+(`apps.cli.main`, the `cli` fixture) against the session's embedded
 stack; two run it as a user does, as a separate process: `evaluate` with its
 own embedded stack, and `serve`."""
 import json
@@ -13,8 +13,8 @@ import yaml
 from grpc_health.v1 import health_pb2
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.apps.launch.local_cluster import health_status
-from champollion.apps.client.upload import collect_run_card, request_parts
+from apps.launch.local_cluster import health_status
+from apps.client.upload import collect_run_card, request_parts
 from tests.conftest import EXAMPLE, make_request, run_cli
 
 # Spec §5.1: the first threshold the composite reaches names the tier.
@@ -48,7 +48,7 @@ def free_port() -> int:
 def test_evaluate_embedded_prints_a_valid_run_card(run_card_validator):
     """As a user runs it: its own process, its own embedded stack."""
     result = subprocess.run(
-        [sys.executable, "-m", "champollion.apps.cli", "evaluate", *map(str, example_args()), "--json", "--entries"],
+        [sys.executable, "-m", "apps.cli", "evaluate", *map(str, example_args()), "--json", "--entries"],
         check=False, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stderr
@@ -93,7 +93,7 @@ def test_serve_a_gateway_then_evaluate_through_its_address(cli, stack, example_c
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump({"families": stack.family_addresses}), encoding="utf-8")
     server = subprocess.Popen(
-        [sys.executable, "-m", "champollion.apps.cli", "serve", "--family", "gateway", "--config", str(config),
+        [sys.executable, "-m", "apps.cli", "serve", "--family", "gateway", "--config", str(config),
          "--port", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
@@ -280,8 +280,8 @@ def test_serve_passes_workers_to_the_family(monkeypatch):
     import os
     import signal
 
-    from champollion.apps import cli as cli_module
-    from champollion.apps.cli import serve as serve_module
+    from apps import cli as cli_module
+    from apps.cli import serve as serve_module
 
     real_family, given = serve_module.start_family, {}
 

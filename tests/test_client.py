@@ -1,4 +1,4 @@
-"""champollion.apps.client.Client against the session's embedded stack: the
+"""apps.client.Client against the session's embedded stack: the
 docs/client.md's example as written, plain-data runs, truthful progress, errors
 that carry the gRPC status, and the CLI's progress bar."""
 import io
@@ -9,8 +9,8 @@ import uuid
 import grpc
 import pytest
 
-from champollion.apps.cli.scoring import ProgressBar
-from champollion.apps.client import (
+from apps.cli.scoring import ProgressBar
+from apps.client import (
     Client,
     GatewayUnavailable,
     InvalidArgument,

@@ -8,7 +8,7 @@ import pytest
 from champollion import __version__
 from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from gateway.card.corpus import corpus_value
 from services.compliance.metrics import ComplianceScorer
 from services.compliance.placeholders import scan_placeholders

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from gateway.card.contamination import (GLOSSARY_MIN_WORDS, MAX_LISTED_ENTRIES, MIN_REFERENCE_CHARS, SPAN_CHARS,
                                         ContaminationCheck)
 from tests.conftest import EXAMPLE, evaluate, make_request

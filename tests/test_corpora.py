@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from alembic import command
 
 from champollion.eval.v1 import gateway_pb2
-from champollion.apps.inputs import load_corpus
-from champollion.apps.client.upload import corpus_parts
+from apps.inputs import load_corpus
+from apps.client.upload import corpus_parts
 from gateway.store import CorpusConflict, InvalidQuery, RunStore, UnknownCorpus
 from gateway.store.location import open_engine, parse_store_url
 from gateway.store.migrate import alembic_config

@@ -482,8 +482,8 @@ def test_promoting_is_gated_and_retiring_rechecks(cli, tmp_path):
 def test_the_gate_comes_after_conflicts_and_spares_content_already_registered(gateway):
     import grpc
 
-    from champollion.apps.client.upload import corpus_parts
-    from champollion.apps.inputs import load_corpus
+    from apps.client.upload import corpus_parts
+    from apps.inputs import load_corpus
     from champollion.eval.v1 import gateway_pb2
 
     corpus = load_corpus(EXAMPLE / "corpus.json")
@@ -517,8 +517,8 @@ def test_the_gate_comes_after_conflicts_and_spares_content_already_registered(ga
 
 
 def test_a_run_on_a_registered_corpus_that_fails_the_check_says_so_once(gateway, run_card_validator):
-    from champollion.apps.client.upload import corpus_parts
-    from champollion.apps.inputs import load_corpus
+    from apps.client.upload import corpus_parts
+    from apps.inputs import load_corpus
     from champollion.eval.v1 import gateway_pb2
 
     corpus = load_corpus(EXAMPLE / "corpus.json")
@@ -568,8 +568,8 @@ def test_check_corpus_takes_stored_runs_and_cards_sent_as_pilots(gateway, pilot_
     import grpc
 
     import gateway.corpus_check as check
-    from champollion.apps.client.upload import corpus_parts
-    from champollion.apps.inputs import load_corpus
+    from apps.client.upload import corpus_parts
+    from apps.inputs import load_corpus
     from champollion.core.run_card import run_card_to_proto
     from champollion.eval.v1 import gateway_pb2
 

@@ -7,7 +7,7 @@ import pytest
 
 from champollion.core.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry
 from champollion.core.cards import default_registry
-from champollion.apps.inputs import build_request, load_corpus, load_meta, load_predictions
+from apps.inputs import build_request, load_corpus, load_meta, load_predictions
 from champollion.core.words import words_of
 from services.contract import BatchContext, EntryInput
 from services.structural.metrics import StructuralScorer

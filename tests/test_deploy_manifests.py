@@ -360,7 +360,7 @@ def test_the_web_front_shares_the_gateways_store_and_tokens(kustomization):
     """`champollion web` (the gateway's image) reads the gateway's store URL
     and tokens file from the same Secrets, its session key from a Secret
     made outside kustomize, and is probed over HTTP on /healthz."""
-    from champollion.apps.cli.parser import build_parser
+    from apps.cli.parser import build_parser
 
     docs = render(kustomization)
     web, gateway = objects(docs, "Deployment")["web"], objects(docs, "Deployment")["gateway"]

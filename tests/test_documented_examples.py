@@ -40,9 +40,9 @@ from pathlib import Path
 
 import pytest
 
-from champollion.apps.cli.parser import build_parser
-from champollion.apps.client import Client
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.cli.parser import build_parser
+from apps.client import Client
+from apps.launch.embedded import EmbeddedStack
 from champollion.eval.v1 import gateway_pb2
 from gateway.review.campaigns import CampaignRequest, create_campaign
 from gateway.store import RunStore

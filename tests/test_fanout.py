@@ -10,7 +10,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack, start_family, start_gateway
+from apps.launch.embedded import EmbeddedStack, start_family, start_gateway
 from champollion.core.run_card import run_card_from_proto
 from gateway.server.config import GatewayConfig
 from services.contract import BatchOutput

@@ -11,10 +11,10 @@ import grpc
 import pytest
 from starlette.testclient import TestClient
 
-from champollion.apps.client import Client
-from champollion.apps.inputs import build_request, load_corpus, load_meta, load_predictions
-from champollion.apps.launch.embedded import EmbeddedStack
-from champollion.apps.web.app import WebSettings, create_app
+from apps.client import Client
+from apps.inputs import build_request, load_corpus, load_meta, load_predictions
+from apps.launch.embedded import EmbeddedStack
+from apps.web.app import WebSettings, create_app
 from champollion.core.degenerate import FLOOR_KINDS
 from champollion.core.run_card import run_card_from_proto
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc

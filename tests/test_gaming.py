@@ -27,8 +27,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import structlog
 import yaml
 
-from champollion.apps.client import Client, ClientError, InvalidSettings
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.client import Client, ClientError, InvalidSettings
+from apps.launch.embedded import EmbeddedStack
 from champollion.core.serving import ServerTls
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2, gateway_pb2_grpc
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -649,7 +649,7 @@ def test_served_on_every_interface_the_families_answer_on_loopback_only(stack, t
 
 _LARGE_CALL = """
 import sys, grpc
-from champollion.apps.client.channel import CHANNEL_OPTIONS
+from apps.client.channel import CHANNEL_OPTIONS
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 request = gateway_pb2.EvaluateRequest()
 request.meta.prompt = "a" * (250 * 1024 * 1024)
@@ -732,7 +732,7 @@ def test_sighup_reloads_the_tokens_file(tmp_path):
 
     write(("kept", kept), ("revoked", revoked))
     port = free_ports(1)
-    process = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "serve", "--family", "gateway",
+    process = subprocess.Popen([sys.executable, "-m", "apps.cli", "serve", "--family", "gateway",
                                 "--port", str(port), "--auth", path, "--no-store"], cwd=REPO,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -788,7 +788,7 @@ def test_a_family_deployed_apart_asks_for_the_gateways_token(tmp_path):
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump({"families": {"surface": f"127.0.0.1:{port}"},
                                       "family_token_file": str(tmp_path / "family-token")}), encoding="utf-8")
-    process = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "serve", "--family", "surface",
+    process = subprocess.Popen([sys.executable, "-m", "apps.cli", "serve", "--family", "surface",
                                 "--family", "gateway", "--port", str(port), "--auth", tokens, "--family-auth",
                                 tokens, "--config", config, "--no-store"],
                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -814,7 +814,7 @@ def test_maintainers_publish_every_pending_run_at_once(gateway, cli, token_files
     so that a hold tells nothing) is published in one command, oldest first;
     the runs held for a finding stay for review. Last in this module: it
     publishes what the tests above left pending."""
-    from champollion.apps.cli.review import PENDING_PREFIX
+    from apps.cli.review import PENDING_PREFIX
     from gateway.server.submissions import PENDING_REASON
 
     assert PENDING_REASON.startswith(PENDING_PREFIX)

@@ -17,9 +17,9 @@ import pytest
 import structlog
 
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from champollion.apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
-from champollion.apps.launch.embedded import EmbeddedStack
-from champollion.apps.client.upload import collect_run_card, request_parts
+from apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
+from apps.launch.embedded import EmbeddedStack
+from apps.client.upload import collect_run_card, request_parts
 from gateway.card.breakdowns import fewer_than_k_withheld
 from gateway.card.redaction import corpus_level, ladder_only
 from champollion.core.run_card import run_card_from_proto

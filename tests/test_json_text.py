@@ -1,4 +1,4 @@
-"""The JSON the commands write (champollion/apps/cli/common.py json_text): the
+"""The JSON the commands write (apps/cli/common.py json_text): the
 same data back when read, indented as json.dumps(indent=2) writes it,
 except that a top-level list of objects (a run card's entries) has one
 object a line."""
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from champollion.apps.cli.common import json_text
+from apps.cli.common import json_text
 from tests.conftest import EXAMPLE
 
 

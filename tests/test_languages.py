@@ -18,7 +18,7 @@ from champollion.core import generic_cards
 from champollion.core.cards import DEFAULT_CARDS_DIR, CardRegistry, InvalidCard, UnknownLanguage, default_registry
 from champollion.core.language_tags import parse_tag
 from champollion.core.sacrebleu_adapter import cli_bleu_tokenizer
-from champollion.apps.client import Client
+from apps.client import Client
 from tests.test_bad_input import invalid_input_line
 
 CARDS = default_registry()
@@ -166,7 +166,7 @@ def test_card_codes_and_aliases_are_read_as_tags(tmp_path):
 
 
 def test_gateway_routes_and_served_languages_take_any_tag():
-    from champollion.apps.cli.serve import _served_languages
+    from apps.cli.serve import _served_languages
     from gateway.server.config import ConfigError, GatewayConfig
     config = GatewayConfig(families={"structural": {"routes": {"crk": "a:1", "nb": "b:2", "de-DE": "c:3"}}})
     addresses = [config.address_for("structural", code) for code in ("crk", "nob", "deu", "spa")]

@@ -1,5 +1,5 @@
-"""The layers hold (pyproject.toml [tool.importlinter]): apps -> gateway and
-services -> core -> generated contract, the client apart from the server, no
+"""The layers hold (pyproject.toml [tool.importlinter]): the top-level packages
+apps -> gateway and services -> champollion (core -> generated contract), the client apart from the server, no
 import circles. The check is shown to fail on the imports it exists to stop,
 and a client command against a gateway loads none of the server side."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("champollion", "gateway", "services", "eval_standards")
+PACKAGES = ("apps", "champollion", "gateway", "services", "eval_standards")
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
 
@@ -43,11 +43,15 @@ def tree_copy(tmp_path_factory) -> Path:
 
 # Each: (the module given one more import, the import, the contract that must break).
 BREAKS = [
-    ("champollion/core/cards.py", "from champollion.apps.client import Client",
-     "apps -> gateway and services -> core -> generated contract"),
-    ("champollion/apps/client/__init__.py", "from gateway.store import RunStore",
+    ("champollion/core/cards.py", "from apps.client import Client",
+     "top-level packages: apps -> gateway and services -> champollion"),
+    ("gateway/card/metrics.py", "from apps.report import write_report",
+     "top-level packages: apps -> gateway and services -> champollion"),
+    ("champollion/eval/__init__.py", "from champollion.core import cards",
+     "inside champollion: the core -> the generated contract"),
+    ("apps/client/__init__.py", "from gateway.store import RunStore",
      "the client side never imports the server side"),
-    ("champollion/apps/inputs/__init__.py", "import sqlalchemy",
+    ("apps/inputs/__init__.py", "import sqlalchemy",
      "the client side never imports the server side"),
     ("services/workers.py", "from services.registry import IMPLEMENTED",
      "no import circles, among the modules of a package or its sub-packages"),
@@ -70,7 +74,7 @@ def test_the_check_fails_when_an_import_crosses_a_layer(tree_copy, module, line,
     assert any(row.startswith(contract[:60]) for row in broken), result.stdout
 
 
-SERVER_SIDE = ("gateway.server", "gateway.store", "services", "sqlalchemy", "alembic", "champollion.apps.launch.embedded")
+SERVER_SIDE = ("gateway.server", "gateway.store", "services", "sqlalchemy", "alembic", "apps.launch.embedded")
 
 
 def test_a_client_command_against_a_gateway_imports_no_server_module(stack):
@@ -78,7 +82,7 @@ def test_a_client_command_against_a_gateway_imports_no_server_module(stack):
     for real, then the modules it loaded are listed."""
     script = (
         "import sys, json\n"
-        "from champollion.apps.cli import main\n"
+        "from apps.cli import main\n"
         f"code = main(['runs', '--gateway', {stack.gateway_address!r}, '--json'])\n"
         "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
     )

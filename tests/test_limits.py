@@ -10,7 +10,7 @@ import time
 import grpc
 import pytest
 
-from champollion.apps.launch.embedded import start_family
+from apps.launch.embedded import start_family
 from champollion.core.limits import DEFAULT_MAX_TEXT_CHARS, MAX_REFERENCES, MAX_TOKEN_CHARS, shown
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
 from services.registry import IMPLEMENTED

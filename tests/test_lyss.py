@@ -5,7 +5,7 @@ import pytest
 
 from champollion.core.analyzers import AnalyzerRegistry
 from champollion.core.cards import default_registry
-from champollion.apps.inputs import build_request, load_corpus, load_meta, load_predictions
+from apps.inputs import build_request, load_corpus, load_meta, load_predictions
 from eval_standards.crk.linter import CrkLinterMetric
 from eval_standards.crk.semantic import VERDICT_WEIGHTS, CrkSemanticMetric
 from eval_standards.plugins import PluginTools, discover

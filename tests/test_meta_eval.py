@@ -12,7 +12,7 @@ import pytest
 import sacrebleu
 from scipy import stats as scipy_stats
 
-from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
+from apps.meta_eval.human_judgments import JudgmentError, read_judgments
 from champollion.core.degenerate import floor_outputs
 from gateway.card.composite import weighted_composite
 from tests.conftest import EXAMPLE, evaluate, make_request

@@ -1,4 +1,4 @@
-"""WMT's meta-evaluation statistics (issue 34; champollion/apps/meta_eval/wmt.py):
+"""WMT's meta-evaluation statistics (issue 34; apps/meta_eval/wmt.py):
 soft pairwise accuracy, tie-calibrated pairwise accuracy, PERM-BOTH between
 metrics and the WMT24 combination, on small cases worked by hand, then
 through `champollion meta-eval`."""
@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from champollion.apps.meta_eval import wmt
+from apps.meta_eval import wmt
 from tests.test_meta_eval import ENTRIES, card_paths, segment_errors, write_system_score
 from tests.test_meta_eval import cards, entries  # noqa: F401  (fixtures)
 

@@ -6,8 +6,8 @@ fails here."""
 import sacrebleu
 from google.protobuf.descriptor import FieldDescriptor
 
-from champollion.apps.report.figures import CI_CHARTS
-from champollion.apps.report.model import ENTRY_METRICS, SCORE_ROWS
+from apps.report.figures import CI_CHARTS
+from apps.report.model import ENTRY_METRICS, SCORE_ROWS
 from champollion.core.columns import SPEC_COLUMNS
 from champollion.core.sacrebleu_adapter import SACREBLEU_METRICS
 

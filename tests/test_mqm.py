@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from champollion.apps.meta_eval.human_judgments import JudgmentError, read_judgments
+from apps.meta_eval.human_judgments import JudgmentError, read_judgments
 from gateway.review.mqm import Annotation, UnknownSeverity, error_weight, segment_scores
 from tests.test_meta_eval import ENTRIES, SYSTEMS, card_paths, damaged
 from tests.test_meta_eval import cards, entries  # noqa: F401  (fixtures)

@@ -15,8 +15,8 @@ import pytest
 
 from champollion.core.cards import CardRegistry
 from champollion.eval.v1 import family_pb2, gateway_pb2
-from champollion.apps.inputs import PredictionFile, build_request
-from champollion.apps.client.upload import corpus_parts
+from apps.inputs import PredictionFile, build_request
+from apps.client.upload import corpus_parts
 from gateway.card.identity import corpus_version, entry_fingerprint, version_reference
 from champollion.core.run_card import run_card_from_proto
 from gateway.server.corpora import entry_dict

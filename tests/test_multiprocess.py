@@ -1,4 +1,4 @@
-"""The distributed topology on real processes (champollion.apps.launch.local_cluster): every
+"""The distributed topology on real processes (apps.launch.local_cluster): every
 family in its own process, two structural replicas behind one
 `ipv4:host:port,host:port` target, a gateway process in front; all on
 loopback, ports chosen by the OS.
@@ -38,7 +38,7 @@ import sacrebleu
 import yaml
 
 from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
-from champollion.apps.launch.local_cluster import (
+from apps.launch.local_cluster import (
     REPO,
     LocalCluster,
     ServiceProcess,
@@ -47,7 +47,7 @@ from champollion.apps.launch.local_cluster import (
     health_status,
     supervise,
 )
-from champollion.apps.client.upload import request_parts
+from apps.client.upload import request_parts
 from gateway.card.metrics import FAMILY_SCORE_KEYS
 from champollion.core.run_card import run_card_from_proto
 from tests.conftest import EXAMPLE, make_request
@@ -390,14 +390,14 @@ def _await_line(path, text: str, process: subprocess.Popen, timeout: float = 60)
 
 
 def test_the_launcher_restarts_a_killed_replica_and_leaves_nothing_on_sigterm(tmp_path):
-    """`python -m champollion.apps.launch.local_cluster` (what `champollion up` runs):
+    """`python -m apps.launch.local_cluster` (what `champollion up` runs):
     the addresses on stdout; SIGKILL to a replica (its pid from `supervisorctl
     pid`) gets a line on stderr and a new process, and the next run has its
     metrics; on SIGTERM every process, supervisord's included, is gone."""
     stderr = tmp_path / "launcher.err"
     with open(stderr, "w", encoding="utf-8") as errors:
         launcher = subprocess.Popen(
-            [sys.executable, "-m", "champollion.apps.launch.local_cluster", "--family", "surface", "--replicas",
+            [sys.executable, "-m", "apps.launch.local_cluster", "--family", "surface", "--replicas",
              "surface=2", "--port", "0", "--log-dir", str(tmp_path / "logs")],
             cwd=REPO, stdout=subprocess.PIPE, stderr=errors, text=True,
         )

@@ -8,7 +8,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from sacrebleu.significance import PairedTest
 
 from champollion.eval.v1 import gateway_pb2
-from champollion.apps.client.upload import compare_parts
+from apps.client.upload import compare_parts
 from gateway.card.compare import ComparableRun, compare_run_cards, compare_runs
 from gateway.card.randomization import swap_masks
 from champollion.core.run_card import message_to_dict, run_card_to_proto

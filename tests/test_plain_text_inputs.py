@@ -1,6 +1,6 @@
 """Reading runs from sacreBLEU-style plain-text files, corpora from TSV and
-CSV tables, and a JSON corpus's `references` list (champollion/apps/inputs/plain_text.py,
-champollion/apps/inputs/corpus_table.py, champollion/apps/inputs.py)."""
+CSV tables, and a JSON corpus's `references` list (apps/inputs/plain_text.py,
+apps/inputs/corpus_table.py, apps/inputs.py)."""
 from __future__ import annotations
 
 import gzip
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from champollion.apps.inputs import InputError, load_corpus, load_plain_text_run
+from apps.inputs import InputError, load_corpus, load_plain_text_run
 
 SOURCES = ["The cat sleeps.", "Two dogs bark loudly.", "A bird sings."]
 REFERENCES_A = ["Die Katze schläft.", "Zwei Hunde bellen laut.", "Ein Vogel singt."]

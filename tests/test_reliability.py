@@ -17,8 +17,8 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.apps.launch.embedded import start_family, start_gateway
-from champollion.apps.launch.local_cluster import REPO, LocalCluster
+from apps.launch.embedded import start_family, start_gateway
+from apps.launch.local_cluster import REPO, LocalCluster
 from champollion.core.run_card import reproducible_part, run_card_from_proto
 from gateway.server.config import GatewayConfig
 from gateway.server.spill import RunSpill
@@ -205,7 +205,7 @@ def interrupted_evaluate(arguments: tuple, env: dict | None = None, when=None):
     returned (by default once the command's run's spill is on disk), checked
     to end with 130, one line on stderr and nothing on stdout; what `when`
     returned (the spill files)."""
-    command = subprocess.Popen([sys.executable, "-m", "champollion.apps.cli", "evaluate", *map(str, arguments)],
+    command = subprocess.Popen([sys.executable, "-m", "apps.cli", "evaluate", *map(str, arguments)],
                                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         found = (when or (lambda started: _await_spill(started.pid, timeout=120)))(command)
@@ -228,7 +228,7 @@ def test_a_ctrl_c_that_code_swallows_still_ends_the_command_with_130():
     finalizer has a bare except) used to make a run go on to exit 0."""
     import argparse
 
-    from champollion.apps import cli
+    from apps import cli
 
     def command_that_swallows_it(args) -> int:
         try:
@@ -250,8 +250,8 @@ def test_a_sigterm_that_code_swallows_still_ends_the_command_with_143():
     `champollion: terminated`."""
     import argparse
 
-    from champollion.apps import cli
-    from champollion.apps.cli.common import INTERRUPTED
+    from apps import cli
+    from apps.cli.common import INTERRUPTED
 
     def command_that_swallows_it(args) -> int:
         try:
@@ -276,8 +276,8 @@ def test_a_signal_while_a_gateway_call_is_in_flight_cancels_it_rather_than_raisi
     once its call has failed, or once it is done."""
     import argparse
 
-    from champollion.apps import cli
-    from champollion.apps.cli.common import INTERRUPTED
+    from apps import cli
+    from apps.cli.common import INTERRUPTED
 
     cancelled = threading.Event()
 
@@ -303,7 +303,7 @@ def _evaluate_with_workers(folder, **popen) -> tuple[subprocess.Popen, Path]:
     temporary = folder / "tmp"
     temporary.mkdir()
     command = subprocess.Popen(
-        [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(corpus), str(predictions), "--no-store",
+        [sys.executable, "-m", "apps.cli", "evaluate", str(corpus), str(predictions), "--no-store",
          "--batch-size", "16"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "CHAMPOLLION_WORKERS": "2", "TMPDIR": str(temporary)}, **popen,
@@ -381,7 +381,7 @@ def test_no_folder_is_left_in_tmpdir_after_a_run_or_a_refusal(tmp_path, difficul
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "champollion.apps.cli", "evaluate", str(tmp_path / "corpus.json"),
+        [sys.executable, "-m", "apps.cli", "evaluate", str(tmp_path / "corpus.json"),
          str(tmp_path / "predictions.jsonl"), "--no-store", "--metrics", "chrf"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(temporary)})
     assert done.returncode == (0 if difficulty else 2), done.stderr

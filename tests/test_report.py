@@ -1,4 +1,4 @@
-"""`champollion.apps.report`: the run report and the leaderboard page, rendered
+"""`apps.report`: the run report and the leaderboard page, rendered
 from run cards the session's families scored, opened in headless Chromium
 (Debian's, driven by Playwright; no browser is ever downloaded) with every
 network request refused."""
@@ -15,14 +15,14 @@ from pathlib import Path
 import grpc
 import pytest
 
-from champollion.apps.client import plain_row, rank_text
+from apps.client import plain_row, rank_text
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
-from champollion.apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
-from champollion.apps.launch.embedded import EmbeddedStack
-from champollion.apps.inputs import InputError
-from champollion.apps.report import entry_inputs, plain_text_inputs, write_leaderboard_page, write_report
-from champollion.apps.report.figures import across_run_figures
-from champollion.apps.report.model import (
+from apps.inputs import build_request, load_corpus, load_glossary, load_meta, load_predictions
+from apps.launch.embedded import EmbeddedStack
+from apps.inputs import InputError
+from apps.report import entry_inputs, plain_text_inputs, write_leaderboard_page, write_report
+from apps.report.figures import across_run_figures
+from apps.report.model import (
     Run,
     composite_parts,
     null_reason,
@@ -30,7 +30,7 @@ from champollion.apps.report.model import (
     segment_table,
     warnings_by_text,
 )
-from champollion.apps.report.render import number, script_json
+from apps.report.render import number, script_json
 from gateway.card.compare import ComparableRun
 from gateway.card.metrics import METRICS
 from gateway.card.pairs import compare_all
@@ -629,9 +629,9 @@ def test_the_bundled_plotly_is_the_release_plotly_py_writes_figures_for():
 
     from plotly.offline import get_plotlyjs_version
 
-    from champollion.apps.report.render import PLOTLY_BUNDLE
+    from apps.report.render import PLOTLY_BUNDLE
 
-    header = files("champollion.apps.report").joinpath(*PLOTLY_BUNDLE).read_text(encoding="utf-8")[:200]
+    header = files("apps.report").joinpath(*PLOTLY_BUNDLE).read_text(encoding="utf-8")[:200]
     assert f"plotly.js (cartesian - minified) v{get_plotlyjs_version()}\n" in header
 
 

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from champollion.apps.client import Client
+from apps.client import Client
 from champollion.eval.v1 import gateway_pb2
 from gateway.review import protocol
 from gateway.review.campaigns import CampaignRequest, checked_ratings, create_campaign, results_of

@@ -18,7 +18,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from champollion.apps.meta_eval.human_judgments import read_judgments
+from apps.meta_eval.human_judgments import read_judgments
 from gateway.review.design import CorpusItem, assign_items, reviewer_tasks, sample_entries
 from gateway.review.protocol import CONTROL, MIN_ALPHA, RATE, RELIABILITY_P, REPEAT
 from gateway.review.results import Rating, campaign_results, degraded_lower_p, judgments_tsv, system_validated

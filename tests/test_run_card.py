@@ -6,14 +6,14 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.apps.inputs import (
+from apps.inputs import (
     build_request,
     load_corpus,
     load_glossary,
     load_meta,
     load_predictions,
 )
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from gateway.card.composite import WEIGHTS
 from gateway.card.corpus import corpus_values
 from champollion.core.run_card import run_card_from_proto, run_card_to_proto

@@ -18,10 +18,10 @@ import re
 import grpc
 import pytest
 
-from champollion.apps.client import Client, ClientError
-from champollion.apps.launch.embedded import EmbeddedStack
-from champollion.apps.report.figures import group_charts
-from champollion.apps.report.model import Run
+from apps.client import Client, ClientError
+from apps.launch.embedded import EmbeddedStack
+from apps.report.figures import group_charts
+from apps.report.model import Run
 from champollion.core.cards import CardRegistry
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.breakdowns import MIN_SHOWN_ENTRIES as K

@@ -13,7 +13,7 @@ import pytest
 
 from champollion.core.cards import default_registry
 from champollion.eval.v1 import gateway_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from services.contract import BatchContext, EntryInput
 from services.semantic.batching import DirectBatcher, MicroBatcher, sorted_chunks
 from services.semantic.comet_runner import CometRunner

@@ -10,10 +10,10 @@ import signal
 import grpc
 import pytest
 
-from champollion.apps import cli
-from champollion.apps.cli import serve
+from apps import cli
+from apps.cli import serve
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
-from champollion.apps.launch import embedded
+from apps.launch import embedded
 from services.registry import IMPLEMENTED
 from tests.conftest import make_request
 

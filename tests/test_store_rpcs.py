@@ -13,10 +13,10 @@ import json
 import grpc
 import pytest
 
-from champollion.apps.cli import build_parser
+from apps.cli import build_parser
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack
-from champollion.apps.launch.local_cluster import LocalCluster
+from apps.launch.embedded import EmbeddedStack
+from apps.launch.local_cluster import LocalCluster
 from champollion.core.run_card import entry_as_dict, message_to_dict
 from gateway.server.config import load_config
 from tests.conftest import EXAMPLE, evaluate, make_request, run_cli
@@ -235,7 +235,7 @@ def test_entries_are_stored_as_the_run_card_json_has_them(gateway):
     for entry in entries:
         fast, generic = entry_as_dict(entry), message_to_dict(entry)
         assert fast == generic
-        # In the same order too: the client writes cards with it (champollion/apps/client/upload.py).
+        # In the same order too: the client writes cards with it (apps/client/upload.py).
         assert json.dumps(fast) == json.dumps(generic)
 
 
@@ -318,7 +318,7 @@ def test_db_upgrade_creates_a_migrated_store(capsys, tmp_path):
 
 
 def test_store_options_choose_the_gateway_store(monkeypatch, tmp_path):
-    from champollion.apps.cli.common import store_url as _store_url
+    from apps.cli.common import store_url as _store_url
 
     monkeypatch.setenv("CHAMPOLLION_STORE", "sqlite:///from-env.sqlite")
     parse = build_parser().parse_args

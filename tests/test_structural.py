@@ -9,7 +9,7 @@ from champollion.core.analyzers import DEFAULT_FST_DIR, AnalyzerRegistry, parse_
 from champollion.core.cards import DEFAULT_CARDS_DIR as CARDS_DIR
 from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import gateway_pb2_grpc, structural_pb2, structural_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from champollion.core.words import words_of
 from services.contract import BatchContext, EntryInput
 from services.servicer import FamilyServicer

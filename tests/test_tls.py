@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from champollion.apps.client.channel import open_channel
+from apps.client.channel import open_channel
 from champollion.eval.v1 import family_pb2, gateway_pb2_grpc
 from gateway.server.tokens import new_token, token_line
 from tests.conftest import EXAMPLE, REPO
@@ -114,7 +114,7 @@ def tls_gateway(certificates, tmp_path_factory) -> str:
                       encoding="utf-8")
     log = (folder / "serve.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "champollion.apps.cli", "serve", "--family", "surface", "--family", "gateway",
+        [sys.executable, "-m", "apps.cli", "serve", "--family", "surface", "--family", "gateway",
          "--port", str(port), "--health-port", str(health_port), "--config", config, "--auth", tokens,
          "--no-store", "--tls-cert", certificates["cert"], "--tls-key", certificates["key"]],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "GRPC_VERBOSITY": "NONE"},
@@ -175,7 +175,7 @@ def test_the_untrusted_certificate_line_is_all_a_user_sees(tls_gateway):
     """As a separate process: gRPC's own error lines (written by its C core
     straight to stderr) would come before ours."""
     environment = {key: value for key, value in os.environ.items() if key != "GRPC_VERBOSITY"}
-    result = subprocess.run([sys.executable, "-m", "champollion.apps.cli", "describe", "--gateway", tls_gateway, "--tls",
+    result = subprocess.run([sys.executable, "-m", "apps.cli", "describe", "--gateway", tls_gateway, "--tls",
                              "--token", TOKEN], cwd=REPO, env=environment, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert result.stderr == (f"champollion: error: gateway at {tls_gateway}: its TLS certificate is not trusted "

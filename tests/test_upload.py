@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
-from champollion.apps.client.upload import collect_run_card, compare_parts, request_parts
+from apps.client.upload import collect_run_card, compare_parts, request_parts
 from gateway.card.identity import corpus_version
 from champollion.core.run_card import message_to_dict, run_card_to_proto
 from gateway.server.fanout import FanOut

@@ -22,9 +22,9 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from champollion.apps.client import Client
-from champollion.apps.client.upload import collect_run_card, request_parts
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.client import Client
+from apps.client.upload import collect_run_card, request_parts
+from apps.launch.embedded import EmbeddedStack
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.server.admission import Admission
 from gateway.server.config import GatewayConfig

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from champollion.apps.launch.embedded import EmbeddedStack
+from apps.launch.embedded import EmbeddedStack
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.card.identity import keyed_version, public_fingerprint, run_fingerprint, with_public_version
 from gateway.server.registered import public_card

@@ -1,4 +1,4 @@
-"""The web front (champollion/apps/web) over the session's store, driven
+"""The web front (apps/web) over the session's store, driven
 in-process (Starlette's test client, real store, real tokens file): the
 live leaderboard equals `leaderboard --json`; the access rules are the
 gateway's (a submitter opens no gold board and no holdout run's entries);
@@ -13,9 +13,9 @@ import re
 import pytest
 from starlette.testclient import TestClient
 
-from champollion.apps.client import Client, rank_text
-from champollion.apps.web.app import WebSettings, create_app
-from champollion.apps.web.sessions import COOKIE
+from apps.client import Client, rank_text
+from apps.web.app import WebSettings, create_app
+from apps.web.sessions import COOKIE
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.compare import ComparableRun
 from gateway.card.pairs import compare_all

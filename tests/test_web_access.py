@@ -14,9 +14,9 @@ import tracemalloc
 import pytest
 from starlette.testclient import TestClient
 
-from champollion.apps.client import Client
-from champollion.apps.web.app import WebSettings, create_app
-from champollion.apps.web.sessions import COOKIE, TOKENS_POLL_S
+from apps.client import Client
+from apps.web.app import WebSettings, create_app
+from apps.web.sessions import COOKIE, TOKENS_POLL_S
 from champollion.eval.v1 import gateway_pb2
 from gateway.store import default_store_url
 from tests.test_web import csrf_of
@@ -298,7 +298,7 @@ def test_a_200_mb_signin_post_is_refused_at_once_in_little_memory(small_limit):
 
 
 def test_the_cli_passes_the_limit():
-    from champollion.apps.cli.parser import build_parser
+    from apps.cli.parser import build_parser
 
     args = build_parser().parse_args(["web", "--max-body-bytes", "1234"])
     assert args.max_body_bytes == 1234

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from champollion.apps.web.app import WebSettings
+from apps.web.app import WebSettings
 from gateway.store import RunStore, default_store_url
 from tests.web_fixtures import ARABIC, corpus, served, store_four_runs, write_tokens
 

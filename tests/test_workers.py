@@ -21,7 +21,7 @@ import pytest
 
 from champollion.core.cards import default_registry
 from champollion.eval.v1 import family_pb2, family_pb2_grpc, gateway_pb2_grpc
-from champollion.apps.launch.embedded import EmbeddedStack, start_family
+from apps.launch.embedded import EmbeddedStack, start_family
 from champollion.core.run_card import reproducible_part
 from services.contract import BatchContext
 from services.registry import scorer_spec

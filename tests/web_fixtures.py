@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from champollion.apps.client import Client
-from champollion.apps.web.app import WebSettings, create_app
+from apps.client import Client
+from apps.web.app import WebSettings, create_app
 from champollion.eval.v1 import gateway_pb2
 from gateway.server.tokens import new_token, token_line
 

@@ -1,6 +1,6 @@
 """The folder where Champollion keeps what it can make again: word-list
 tables (services/behavioral/table_cache.py) and, where $XDG_RUNTIME_DIR is
-not set, the sockets of background stacks (champollion/apps/launch/background.py).
+not set, the sockets of background stacks (apps/launch/background.py).
 
 $CHAMPOLLION_CACHE_DIR, else $XDG_CACHE_HOME/champollion, else
 ~/.cache/champollion."""

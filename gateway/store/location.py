@@ -55,7 +55,7 @@ def parse_store_url(text: str) -> URL:
 
 def absolute_store_url(text: str) -> str:
     """`text` with a relative SQLite path made absolute: a background stack
-    (champollion/apps/launch/background.py), reached from any folder, must
+    (apps/launch/background.py), reached from any folder, must
     open the file the command means. Other URLs as they are."""
     url = parse_store_url(text)
     path = sqlite_path(url)

@@ -1,0 +1,133 @@
+"""`champollion review`: the runs a gateway holds for a maintainer's review
+(on a holdout or gold corpus: a run whose own texts contain an entry, or
+whose predictions nearly duplicate an earlier run of the same token), and
+the decision on each: clear (it joins the leaderboard) or disqualify."""
+from __future__ import annotations
+
+import sys
+
+from tabulate import tabulate
+
+from apps.cli.common import EXIT_INVALID_INPUT, CliError, reading_client, write_json
+
+
+def cmd_review_list(args) -> int:
+    with reading_client(args) as client:
+        held = client.held_runs(args.dataset)
+    if args.json:
+        write_json(held, None)
+    elif not held:
+        print("no run is held for review", file=sys.stderr)
+    else:
+        print(tabulate([[run["run_id"], run["created_at"], run["dataset_id"], run.get("submitted_by") or "-",
+                         run.get("model_slug") or "-", "; ".join(run["reasons"])] for run in held],
+                       headers=["run_id", "created_at", "dataset", "token", "model", "reasons"]))
+    return 0
+
+
+# How the gateway begins the one reason of a run held with nothing found, only
+# because every secret-tier submission waits for publication
+# (gateway/server/submissions.py PENDING_REASON; tests/test_gaming.py holds them together).
+PENDING_PREFIX = "pending: nothing found"
+
+
+def cmd_review_decide(args) -> int:
+    pending = getattr(args, "pending", False)
+    if pending == bool(args.run_id):
+        raise CliError("give a run id or --pending (every run held with nothing found), not both",
+                       EXIT_INVALID_INPUT)
+    if getattr(args, "dataset", None) and not pending:
+        raise CliError("--dataset goes with --pending", EXIT_INVALID_INPUT)
+    with reading_client(args) as client:
+        if not pending:
+            run = client.review_run(args.run_id, args.decision, args.note)
+            print(f"run {run['run_id']} is {run['review']}", file=sys.stderr)
+            return 0
+        # A batch, published oldest first: the Ladder takes runs in the order they are cleared.
+        held = sorted(client.held_runs(args.dataset), key=lambda run: run["created_at"])
+        batch = [run for run in held if run["reasons"] and all(r.startswith(PENDING_PREFIX) for r in run["reasons"])]
+        for run in batch:
+            client.review_run(run["run_id"], args.decision, args.note)
+    print(f"{len(batch)} pending runs published; {len(held) - len(batch)} held runs with findings left for review",
+          file=sys.stderr)
+    return 0
+
+
+# --- community review campaigns (docs/community-review.md) ---------------------------
+
+def cmd_review_create(args) -> int:
+    with reading_client(args) as client:
+        campaign = client.create_campaign(args.name, args.runs, args.reviewers, items=args.items,
+                                          overlap=args.overlap, seed=args.seed,
+                                          reference_review=args.reference_review)
+    if args.json:
+        write_json(campaign, None)
+    else:
+        print(campaign["campaign_id"])
+    print(f"campaign {campaign['campaign_id']} ({campaign['name']!r}): {campaign['items']} items of "
+          f"{campaign['corpus_id']} over {len(campaign['systems'])} runs, {campaign['overlap']} reviewers per item "
+          f"({', '.join(campaign['reviewers'])}); reviewers rate on the web front (`champollion web`)",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_review_campaigns(args) -> int:
+    with reading_client(args) as client:
+        campaigns = client.campaigns()
+    if args.json:
+        write_json(campaigns, None)
+    elif not campaigns:
+        print("no review campaign", file=sys.stderr)
+    else:
+        print(tabulate([[c["campaign_id"], c["name"], c["corpus_id"], len(c["systems"]), ", ".join(c["reviewers"]),
+                         c["items"], f"{c['tasks_done']}/{c['tasks']}", c["state"]] for c in campaigns],
+                       headers=["campaign", "name", "corpus", "systems", "reviewers", "items", "done", "state"]))
+    return 0
+
+
+def cmd_review_results(args) -> int:
+    from apps.cli.common import EXIT_INVALID_INPUT, CliError
+
+    if args.out and not args.tsv:
+        raise CliError("-o/--out: with --tsv (the judgments file)", EXIT_INVALID_INPUT)
+    if args.tsv and args.json:
+        raise CliError("--tsv and --json: choose one", EXIT_INVALID_INPUT)
+    with reading_client(args) as client:
+        campaign = client.campaign_results(args.campaign_id)
+    results = campaign["results"]
+    if args.json:
+        write_json(campaign, None)
+        return 0
+    if results is None:
+        raise CliError(f"campaign {campaign['campaign_id']} has no ratings yet", EXIT_INVALID_INPUT)
+    if args.tsv:
+        from gateway.review.results import judgments_tsv  # plain text from the results: no store, no gateway
+
+        text = judgments_tsv(results)
+        if args.out:
+            with open(args.out, "w", encoding="utf-8") as out:
+                out.write(text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    print(f"campaign {campaign['campaign_id']} ({campaign['name']}): {results['items']} items, "
+          f"{results['reviewers_per_item']['min']}+ reviewers per item; Krippendorff's alpha "
+          f"{_number(results['alpha']['da'])} (scores), {_number(results['alpha']['usable'])} (usable verdicts)")
+    print(tabulate([[s["rank"], s["system"][:12], s.get("model_slug") or "-", s["items"], _number(s["mean"]),
+                     _interval(s["mean_ci"]), _number(s["z"]), _interval(s["z_ci"]), _number(s["usable_share"]),
+                     "yes" if s["validates"] else "no: " + "; ".join(s["reasons"])] for s in results["systems"]],
+                   headers=["rank", "run", "model", "items", "mean", "95% CI", "z", "z 95% CI", "usable", "validates"],
+                   disable_numparse=True))
+    print(tabulate([[r["reviewer"], r["ratings"], r["control_pairs"], _number(r["p_value"]),
+                     {None: "not enough controls", True: "reliable", False: "unreliable"}[r["reliable"]]
+                     + (" (excluded)" if r["excluded"] else "")] for r in results["raters"]],
+                   headers=["reviewer", "ratings", "control pairs", "p", "verdict"], disable_numparse=True))
+    return 0
+
+
+def _number(value) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _interval(pair) -> str:
+    return "-" if not pair else f"{pair[0]:.4g} – {pair[1]:.4g}"

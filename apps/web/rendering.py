@@ -1,0 +1,183 @@
+"""What every page handler shares: the visitor, templates, CSRF checks,
+store calls off the event loop, and errors as pages with a status (never a
+traceback)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import jinja2
+import structlog
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+
+from apps.report.render import number, score_text
+from apps.web.sessions import CSRF_FIELD, CSRF_HEADER, Sessions, Visitor, csrf_ok
+from champollion.core.language_tags import InvalidLanguageTag, parse_tag
+from champollion.core.roles import MAINTAINER
+from gateway.review.campaigns import CampaignRefused
+from gateway.server.access import Refused, is_maintainer
+from gateway.server.auth import allows
+from gateway.store import InvalidQuery, RunStore, StoreError, UnknownCampaign, UnknownCorpus, UnknownRun, UnknownTask
+from gateway.store.errors import NothingStored
+
+log = structlog.get_logger()
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+Result = TypeVar("Result")
+
+# Pages load nothing from elsewhere: scripts, styles and fonts are the
+# front's own files. The run report inlines its charts' script and data.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+REPORT_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; style-src 'self' "
+              "'unsafe-inline'; img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
+              "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+
+
+class PageError(Exception):
+    """A request the front answers with an error page (or JSON) and `status`."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+_ERROR_TITLES = {400: "Bad request", 401: "Sign in", 403: "Not allowed", 404: "Not found", 409: "Conflict",
+                 503: "Store unavailable"}
+
+# What the store and the rules raise, as HTTP statuses.
+_STATUSES = (
+    ((UnknownRun, UnknownCorpus, NothingStored, UnknownCampaign, UnknownTask), 404),
+    ((InvalidQuery, CampaignRefused), 400),
+    ((Refused,), 403),
+    ((StoreError,), 503),
+)
+
+
+def html_lang(tag: str | None) -> str:
+    """A stored language tag (`spa_Latn`, `crk`) as HTML's lang attribute
+    (`es-Latn`, `cr`): the browser picks fonts and shaping by it."""
+    try:
+        parsed = parse_tag(str(tag or ""))
+    except InvalidLanguageTag:
+        return ""
+    return f"{parsed.language}-{parsed.script}" if parsed.script else parsed.language
+
+
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                                     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    environment.filters["number"] = number
+    environment.filters["score"] = score_text
+    environment.filters["short"] = lambda value, n=12: (value or "")[:n]
+    environment.filters["html_lang"] = html_lang
+    return environment
+
+
+class Front:
+    """The store, the sessions and the templates of one web front."""
+
+    def __init__(self, store: RunStore, sessions: Sessions):
+        self.store = store
+        self.sessions = sessions
+        self.templates = _environment()
+
+    # --- visitors --------------------------------------------------------------
+
+    def visitor(self, request: Request, page: str) -> Visitor:
+        return self.sessions.visitor(request.state.session, f"web:{page}")
+
+    def signed_in(self, request: Request, page: str) -> Visitor:
+        visitor = self.visitor(request, page)
+        if not visitor.signed_in and self.sessions.tokens is not None:
+            raise PageError(401, "sign in with your token to see this page")
+        return visitor
+
+    def maintainer(self, request: Request, page: str) -> Visitor:
+        visitor = self.signed_in(request, page)
+        if not is_maintainer(visitor.caller):
+            raise PageError(403, f"{page}: needs the maintainer role; token {visitor.caller.name!r} has the "
+                                 f"{visitor.caller.role} role")
+        return visitor
+
+    @staticmethod
+    def check_csrf(request: Request, sent: str | None) -> None:
+        """Refuses a POST without the session's CSRF token (403)."""
+        if not csrf_ok(request.state.session, sent or request.headers.get(CSRF_HEADER)):
+            raise PageError(403, "the form's CSRF token is missing or stale: reload the page and send it again")
+
+    async def form(self, request: Request):
+        """A posted form (Starlette's FormData), its CSRF token checked."""
+        # The body is at most the front's limit by now (limits.py); a form uploads no file.
+        form = await request.form(max_files=0, max_fields=1000)
+        self.check_csrf(request, form.get(CSRF_FIELD))
+        return form
+
+    async def json_body(self, request: Request) -> dict:
+        """A script's JSON request, its CSRF header checked."""
+        self.check_csrf(request, None)
+        try:
+            body = await request.json()
+        except ValueError:
+            raise PageError(400, "the request's body is not JSON") from None
+        if not isinstance(body, dict):
+            raise PageError(400, "the request's body must be a JSON object")
+        return body
+
+    # --- store calls -----------------------------------------------------------
+
+    async def call(self, use: Callable[[RunStore], Result]) -> Result:
+        return await run_in_threadpool(use, self.store)
+
+    # --- responses -------------------------------------------------------------
+
+    def page(self, request: Request, template: str, status: int = 200, **context) -> HTMLResponse:
+        visitor = self.sessions.visitor(getattr(request.state, "new_session", None) or request.state.session,
+                                        "web:page")
+        html = self.templates.get_template(template).render(
+            visitor=visitor, csrf=visitor.session.csrf, open_front=self.sessions.tokens is None,
+            maintainer=allows(visitor.caller.role, MAINTAINER), **context)
+        return HTMLResponse(html, status_code=status)
+
+    def error(self, request: Request, error: Exception) -> Response:
+        """An error as a page, or as JSON for a script's request."""
+        status, message = self._status(error)
+        if request.url.path.startswith("/api/") or "application/json" in request.headers.get("accept", ""):
+            return JSONResponse({"error": message}, status_code=status)
+        return self.page(request, "error.html.j2", status=status, title=_ERROR_TITLES.get(status, "Error"),
+                         message=message, status_code=status)
+
+    def endpoint(self, handler: Callable) -> Callable:
+        """`handler` with its errors answered by `error` (inside the session
+        middleware, so the answer keeps the session and the headers)."""
+        async def handled(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as error:  # noqa: BLE001 - every error becomes a status, never a traceback
+                return self.error(request, error)
+
+        return handled
+
+    def exception_handlers(self) -> dict:
+        """Starlette's own errors (an unknown path, a wrong method) as pages."""
+        async def handle(request: Request, error: HTTPException) -> Response:
+            if not hasattr(request.state, "session"):
+                request.state.session = self.sessions.new()
+                request.state.new_session = None
+            return self.error(request, error)
+
+        return {HTTPException: handle}
+
+    @staticmethod
+    def _status(error: Exception) -> tuple[int, str]:
+        if isinstance(error, PageError):
+            return error.status, str(error)
+        if isinstance(error, HTTPException):
+            return error.status_code, error.detail
+        for kinds, status in _STATUSES:
+            if isinstance(error, kinds):
+                return status, str(error).splitlines()[0] if str(error) else type(error).__name__
+        log.exception("web_failed", family="web")
+        return 500, f"internal error ({type(error).__name__}); the server's log has the details"
