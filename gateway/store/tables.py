@@ -213,6 +213,11 @@ review_tasks = Table(
     Column("degraded", Text),  # a control task: the run whose output is shown degraded
     Column("degraded_text", Text),  # ... and what is shown instead
     Column("done_at", DateTime(timezone=True)),
+    # Migration 0009: run id -> the families' suggested spans for that output
+    # (null: shown without suggestions); a tutorial or attention item's
+    # expected answer with its tolerances (null for every other task).
+    Column("suggestions", JSON_DOCUMENT),
+    Column("expected", JSON_DOCUMENT),
     ForeignKeyConstraint(["campaign_id"], ["review_campaigns.campaign_id"], ondelete="CASCADE",
                          name="fk_review_tasks_campaign"),
 )
@@ -227,10 +232,29 @@ review_ratings = Table(
     Column("usable", Boolean),  # usable as a draft with human review? None: not answered
     Column("spans", JSON_DOCUMENT, nullable=False),  # ESA error spans: [{start, end, severity}]
     Column("rated_at", DateTime(timezone=True), nullable=False),
+    # Migration 0009: when the item was opened (null before), and the
+    # decision on each suggested span, with its detector's name.
+    Column("started_at", DateTime(timezone=True)),
+    Column("decisions", JSON_DOCUMENT),
     ForeignKeyConstraint(["campaign_id", "reviewer", "position"],
                          ["review_tasks.campaign_id", "review_tasks.reviewer", "review_tasks.position"],
                          ondelete="CASCADE", name="fk_review_ratings_task"),
 )
+
+# Every change to a campaign after its creation (migration 0009): reviewers
+# added, items extended, state changed; who, when, what.
+review_audit = Table(
+    "review_audit", metadata,
+    Column("audit_id", Integer, primary_key=True, autoincrement=True),
+    Column("campaign_id", Text, nullable=False),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("by", Text),  # the token's name
+    Column("action", Text, nullable=False),
+    Column("details", JSON_DOCUMENT, nullable=False),
+    ForeignKeyConstraint(["campaign_id"], ["review_campaigns.campaign_id"], ondelete="CASCADE",
+                         name="fk_review_audit_campaign"),
+)
+Index("idx_review_audit_campaign", review_audit.c.campaign_id, review_audit.c.at)
 
 reference_flags = Table(
     "reference_flags", metadata,
