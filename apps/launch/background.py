@@ -342,11 +342,15 @@ def _start(folder: Path, request: dict) -> BackgroundStack:
     environment = {**os.environ, **stack_environment()}
     code_root = str(Path(__file__).resolve().parents[2])  # the folder the packages are in
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, (code_root, environment.get("PYTHONPATH"))))
-    with open(os.open(folder / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", SERVER_MODULE, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=log, cwd="/", env=environment, start_new_session=True)
+    process = None
+    # From the folder's birth: a Ctrl-C even inside Popen leaves no folder. A
+    # process Popen started before such a Ctrl-C reads no request (its stdin
+    # closes) and exits.
     try:
+        with open(os.open(folder / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
+            process = subprocess.Popen(
+                [sys.executable, "-m", SERVER_MODULE, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=log, cwd="/", env=environment, start_new_session=True)
         # The settings go through a pipe: a store URL may hold a password, and `ps` shows arguments.
         process.stdin.write(json.dumps(request).encode("utf-8"))
         process.stdin.close()
@@ -354,11 +358,13 @@ def _start(folder: Path, request: dict) -> BackgroundStack:
         if line != READY:
             raise BackgroundUnavailable(_failure(folder, process, line))
     except BaseException:
-        _end(process)
+        if process is not None:
+            _end(process)
         shutil.rmtree(folder, ignore_errors=True)
         raise
     finally:
-        process.stdout.close()
+        if process is not None:
+            process.stdout.close()
     info = _read_info(folder)
     if info is None:  # cannot be: the stack writes it before it says ready
         _end(process)
