@@ -69,9 +69,23 @@ class BatchOutput:
 class BatchContext:
     source: LanguageCard
     target: LanguageCard
-    options: dict[str, str]
     # The run's glossary.
     glossary: tuple[Term, ...] = ()
+    # The run-card metrics to compute; None: all of the family's. A family
+    # computes only those of its metrics listed here (none for an empty set).
+    metrics: frozenset[str] | None = None
+    # Whether the target language's eval-standard plugins run (structural).
+    plugins: bool = True
+    # The COMET model asked for (semantic); None: the target card's choice.
+    comet_model: str | None = None
+
+    def wants(self, metric_id: str) -> bool:
+        """Whether the request asks for `metric_id`."""
+        return self.metrics is None or metric_id in self.metrics
+
+    def wanted(self, metric_ids) -> tuple[str, ...]:
+        """Those of `metric_ids` the request asks for, in their order."""
+        return tuple(metric_id for metric_id in metric_ids if self.wants(metric_id))
 
 
 @dataclass(frozen=True)

@@ -89,8 +89,10 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
         return BatchContext(
             source=self.cards.get(request.source_lang),
             target=self.cards.get(request.target_lang),
-            options=dict(request.options),
             glossary=terms_from_messages(request.glossary),
+            metrics=frozenset(request.selection.metrics) if request.HasField("selection") else None,
+            plugins=not request.disable_plugins,
+            comet_model=request.comet_model if request.HasField("comet_model") else None,
         )
 
     async def ScoreBatch(self, request, context):
