@@ -9,42 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from champollion.core.cards import LanguageCard
+# The entry and its terms are the core's, shared with the language plugins;
+# they are part of this contract as well.
+from champollion.core.entries import EntryInput, Term
 
-
-@dataclass(frozen=True)
-class EntryInput:
-    id: str
-    source: str
-    reference: str
-    prediction: str
-    acceptable_variants: tuple[str, ...] = ()
-    raw_prediction: str | None = None
-    # The method failed on this entry; `prediction` is then empty.
-    failed: bool = False
-    # Gold morphology: (reference word, features its translation must show).
-    morphology: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # Terms prescribed for this entry only.
-    terms: tuple["Term", ...] = ()
-    # References beyond the primary `reference` (sacreBLEU's further reference streams).
-    extra_references: tuple[str, ...] = ()
-
-    @property
-    def references(self) -> tuple[str, ...]:
-        """Every reference, the primary first."""
-        return (self.reference, *self.extra_references)
-
-
-@dataclass(frozen=True)
-class Term:
-    """A glossary term: `source` in the entry's source asks for `target` (or
-    an alternative) in the output."""
-    source: str
-    target: str
-    alternatives: tuple[str, ...] = ()
-
-    @property
-    def renderings(self) -> tuple[str, ...]:
-        return (self.target, *self.alternatives)
+__all__ = ["BatchContext", "BatchOutput", "ComponentInfo", "EntryInput", "EntryOutput", "FamilyScorer",
+           "SplitScorer", "Term", "splits_work"]
 
 
 @dataclass

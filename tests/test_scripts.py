@@ -9,7 +9,7 @@ from champollion.core.scripts import CardScripts, ScriptSettings, letter_scripts
 from champollion.core.words import words_of
 from eval_standards.crk.linter import CrkLinterMetric
 from eval_standards.crk.semantic import CrkSemanticMetric
-from eval_standards.plugins import PluginTools
+from champollion.core.plugins import PluginTools
 from services.contract import BatchContext, EntryInput
 from services.structural.metrics import StructuralScorer
 from tests.conftest import evaluate, make_request

@@ -9,6 +9,7 @@ from importlib import metadata
 from champollion import __version__
 from champollion.core.analyzers import Analyzer, AnalyzerRegistry, ReadingAnalyzer
 from champollion.core.cards import LanguageCard
+from champollion.core.plugins import STANDARDS_PACKAGE, discover, statistics
 from champollion.core.scripts import script_name
 from services.contract import (
     BatchContext,
@@ -64,8 +65,6 @@ class StructuralScorer:
         return found
 
     def _plugins_for(self, card: LanguageCard, analyzer: Analyzer | None):
-        from eval_standards.plugins import discover
-
         if card.code not in self._plugins:
             self._plugins[card.code] = discover(card, analyzer)
         return self._plugins[card.code]
@@ -74,8 +73,6 @@ class StructuralScorer:
         """Each asked-for plugin metric, verdict and reasons per entry; a
         plugin that fails on any entry gives no values for the batch (and a
         warning)."""
-        from eval_standards.plugins import statistics
-
         discovered = self._plugins_for(card, analyzer)
         warnings.extend(discovered.problems)
         for plugin in discovered.plugins:
@@ -94,7 +91,7 @@ class StructuralScorer:
                 output.stats[plugin.metric] = statistics(verdict)
             # Plugins see words through the analyzer: its transliteration is theirs too.
             reads = f"|translit:{analyzer.reads}" if analyzer is not None and analyzer.reads else ""
-            signatures[plugin.metric] = (f"standard:eval_standards.{card.code}.{type(plugin).__name__}"
+            signatures[plugin.metric] = (f"standard:{STANDARDS_PACKAGE}.{card.code}.{type(plugin).__name__}"
                                          f"{reads}|version:{__version__}")
 
     def _orthography(self, card: LanguageCard) -> Orthography:
