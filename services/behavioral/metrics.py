@@ -129,7 +129,7 @@ class BehavioralScorer:
         is_number_word = number_word_test(source) if wants_hallucination else None
         outputs = []
         for entry, detachment in zip(entries, detached):
-            words = words_of(entry.prediction, keep_hyphenated) if detector or wants_terms else []
+            words = words_of(entry.prediction, keep_hyphenated) if detector is not None or wants_terms else []
             values: dict = {}
             stats: dict = {}
             if detector is not None:
