@@ -78,7 +78,7 @@ def scorer(models: Path, args) -> SemanticScorer:
 
 def batch_request(entries, predictions, run_id="bench") -> family_pb2.ScoreBatchRequest:
     request = family_pb2.ScoreBatchRequest(run_id=run_id, source_lang="eng", target_lang="deu",
-                                           options={"comet_model": MODEL_ID})
+                                           comet_model=MODEL_ID)
     for entry, prediction in zip(entries, predictions):
         request.entries.add(id=entry["id"], source=entry["source"], reference=entry["reference"],
                             prediction=prediction["prediction"])

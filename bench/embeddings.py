@@ -105,7 +105,7 @@ def latency(texts: list[str], threads: int) -> None:
 
 def scorers(entries: list[dict], predictions: list[dict], threads: int, batch_size: int) -> None:
     cards = default_registry()
-    context = BatchContext(source=cards.get("eng"), target=cards.get("deu"), options={})
+    context = BatchContext(source=cards.get("eng"), target=cards.get("deu"))
     inputs = [EntryInput(id=e["id"], source=e["source"], reference=e["reference"], prediction=p["prediction"])
               for e, p in zip(entries, predictions)]
     batches = [inputs[start:start + batch_size] for start in range(0, len(inputs), batch_size)]

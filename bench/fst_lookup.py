@@ -89,7 +89,7 @@ def scorer_worker(tokens: int) -> None:
     from services.structural.metrics import StructuralScorer
 
     card = default_registry().get("eng")
-    context = BatchContext(source=card, target=card, options={})
+    context = BatchContext(source=card, target=card)
     batches = [[EntryInput(id=str(i), source=s, reference=s, prediction=s) for i, s in enumerate(batch)]
                for batch in batches_of(corpus(tokens)[0])]
     scorer = StructuralScorer()

@@ -9,42 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from champollion.core.cards import LanguageCard
+# The entry and its terms are the core's, shared with the language plugins;
+# they are part of this contract as well.
+from champollion.core.entries import EntryInput, Term
 
-
-@dataclass(frozen=True)
-class EntryInput:
-    id: str
-    source: str
-    reference: str
-    prediction: str
-    acceptable_variants: tuple[str, ...] = ()
-    raw_prediction: str | None = None
-    # The method failed on this entry; `prediction` is then empty.
-    failed: bool = False
-    # Gold morphology: (reference word, features its translation must show).
-    morphology: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # Terms prescribed for this entry only.
-    terms: tuple["Term", ...] = ()
-    # References beyond the primary `reference` (sacreBLEU's further reference streams).
-    extra_references: tuple[str, ...] = ()
-
-    @property
-    def references(self) -> tuple[str, ...]:
-        """Every reference, the primary first."""
-        return (self.reference, *self.extra_references)
-
-
-@dataclass(frozen=True)
-class Term:
-    """A glossary term: `source` in the entry's source asks for `target` (or
-    an alternative) in the output."""
-    source: str
-    target: str
-    alternatives: tuple[str, ...] = ()
-
-    @property
-    def renderings(self) -> tuple[str, ...]:
-        return (self.target, *self.alternatives)
+__all__ = ["BatchContext", "BatchOutput", "ComponentInfo", "EntryInput", "EntryOutput", "FamilyScorer",
+           "SplitScorer", "Term", "splits_work"]
 
 
 @dataclass
@@ -69,9 +39,23 @@ class BatchOutput:
 class BatchContext:
     source: LanguageCard
     target: LanguageCard
-    options: dict[str, str]
     # The run's glossary.
     glossary: tuple[Term, ...] = ()
+    # The run-card metrics to compute; None: all of the family's. A family
+    # computes only those of its metrics listed here (none for an empty set).
+    metrics: frozenset[str] | None = None
+    # Whether the target language's eval-standard plugins run (structural).
+    plugins: bool = True
+    # The COMET model asked for (semantic); None: the target card's choice.
+    comet_model: str | None = None
+
+    def wants(self, metric_id: str) -> bool:
+        """Whether the request asks for `metric_id`."""
+        return self.metrics is None or metric_id in self.metrics
+
+    def wanted(self, metric_ids) -> tuple[str, ...]:
+        """Those of `metric_ids` the request asks for, in their order."""
+        return tuple(metric_id for metric_id in metric_ids if self.wants(metric_id))
 
 
 @dataclass(frozen=True)

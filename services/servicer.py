@@ -12,6 +12,7 @@ import grpc
 import structlog
 
 from champollion.core.cards import CardRegistry, UnknownLanguage, default_registry
+from champollion.core.field_errors import abort_invalid
 from champollion.core.limits import DEFAULT_MAX_TEXT_CHARS, InvalidField, check_reference_count, check_text
 from champollion.eval.v1 import family_pb2, family_pb2_grpc
 from services.contract import BatchContext, FamilyScorer, splits_work
@@ -89,8 +90,10 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
         return BatchContext(
             source=self.cards.get(request.source_lang),
             target=self.cards.get(request.target_lang),
-            options=dict(request.options),
             glossary=terms_from_messages(request.glossary),
+            metrics=frozenset(request.selection.metrics) if request.HasField("selection") else None,
+            plugins=not request.disable_plugins,
+            comet_model=request.comet_model if request.HasField("comet_model") else None,
         )
 
     async def ScoreBatch(self, request, context):
@@ -102,7 +105,7 @@ class FamilyServicer(family_pb2_grpc.FamilyServicer):
         try:
             check_texts(request, self.max_text_chars)
         except InvalidField as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            await abort_invalid(context, error)
         served = self.scorer.languages()
         if served and batch_context.target.code not in served:
             await context.abort(

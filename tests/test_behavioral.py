@@ -30,7 +30,7 @@ def scorer():
 def score(scorer, target, rows, glossary=(), source="eng"):
     entries = [EntryInput(id=str(i), source=src, reference=ref, prediction=pred, terms=tuple(terms))
                for i, (src, ref, pred, *terms) in enumerate(rows)]
-    context = BatchContext(CARDS.get(source), CARDS.get(target), {}, tuple(glossary))
+    context = BatchContext(CARDS.get(source), CARDS.get(target), tuple(glossary))
     return scorer.score(entries, context)
 
 

@@ -38,7 +38,7 @@ def strict_spanish(tmp_path):
 def score(entries, target="spa"):
     """Scores a batch into `target`: a bundled card's code or a LanguageCard."""
     target_card = CARDS.get(target) if isinstance(target, str) else target
-    context = BatchContext(source=CARDS.get("eng"), target=target_card, options={})
+    context = BatchContext(source=CARDS.get("eng"), target=target_card)
     return ComplianceScorer().score(entries, context)
 
 

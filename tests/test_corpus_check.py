@@ -295,7 +295,7 @@ def test_analyzer_coverage_counts_what_fst_acceptance_rate_counts(registry, code
     entries = [EntryInput(id=e["id"], source=e["source"], reference=e["reference"], prediction=e["reference"])
                for e in corpus["entries"]]
     scored = StructuralScorer(registry=registry).score(
-        entries, BatchContext(source=CARDS.get("eng"), target=CARDS.get(code), options={"plugins": "off"}))
+        entries, BatchContext(source=CARDS.get("eng"), target=CARDS.get(code), plugins=False))
     words = sum(output.values["fst_words"] for output in scored.entries)
     rejected = [word for output in scored.entries for word in output.values["fst_rejected"]]
     assert coverage["words"] == words

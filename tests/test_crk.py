@@ -105,7 +105,7 @@ def test_an_analyzer_the_card_does_not_mark_as_a_fragment_brings_no_warning(tmp_
     shutil.copy(FRAGMENT, tmp_path / "crk-strict-analyzer-for-dictionary.hfstol")
     cards = default_registry()
     entries = [EntryInput(id="a", source="The dogs", reference="Atimwak", prediction="Atimwak")]
-    context = BatchContext(source=cards.get("eng"), target=cards.get("crk"), options={})
+    context = BatchContext(source=cards.get("eng"), target=cards.get("crk"))
     giellalt = StructuralScorer(registry=AnalyzerRegistry([tmp_path])).score(entries, context)
     fragment = StructuralScorer(registry=AnalyzerRegistry([DEFAULT_FST_DIR])).score(entries, context)
     assert giellalt.warnings == []

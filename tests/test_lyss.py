@@ -8,8 +8,8 @@ from champollion.core.cards import default_registry
 from apps.inputs import build_request, load_corpus, load_meta, load_predictions
 from eval_standards.crk.linter import CrkLinterMetric
 from eval_standards.crk.semantic import VERDICT_WEIGHTS, CrkSemanticMetric
-from eval_standards.plugins import PluginTools, discover
-from services.contract import EntryInput
+from champollion.core.plugins import PluginTools, discover
+from champollion.core.entries import EntryInput
 from tests.conftest import REPO, evaluate
 
 CARDS = default_registry()

@@ -62,7 +62,7 @@ def test_a_text_repeated_over_a_cold_run_in_two_workers_gets_one_semantic_score(
         batches.append(request.SerializeToString())
         start += size
     cards = default_registry()
-    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"))
     spec = scorer_spec("semantic", None, {})
 
     async def score_all():

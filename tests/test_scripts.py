@@ -9,7 +9,7 @@ from champollion.core.scripts import CardScripts, ScriptSettings, letter_scripts
 from champollion.core.words import words_of
 from eval_standards.crk.linter import CrkLinterMetric
 from eval_standards.crk.semantic import CrkSemanticMetric
-from eval_standards.plugins import PluginTools
+from champollion.core.plugins import PluginTools
 from services.contract import BatchContext, EntryInput
 from services.structural.metrics import StructuralScorer
 from tests.conftest import evaluate, make_request
@@ -153,7 +153,7 @@ def test_a_lookalike_and_a_mixed_script_syllabics_word_are_orthographic_errors(g
 def test_a_script_without_rules_is_left_out_with_a_warning_not_scored_correct(code, prediction, script):
     entries = [EntryInput(id="a", source="x", reference="ᐊᑎᒼ", prediction=prediction),
                EntryInput(id="b", source="x", reference="ᐊᑎᒼ", prediction=f"ᐊᑎᒼ {prediction}")]
-    context = BatchContext(source=CARDS.get("eng"), target=CARDS.get(code), options={"plugins": "off"})
+    context = BatchContext(source=CARDS.get("eng"), target=CARDS.get(code), plugins=False)
     output = StructuralScorer().score(entries, context)
     alone, beside = (e.values for e in output.entries)
     assert alone["orthographic_accuracy"] is None and alone["orthographic_unchecked"] == [prediction]
@@ -164,7 +164,7 @@ def test_a_script_without_rules_is_left_out_with_a_warning_not_scored_correct(co
 
 def test_greek_delta_typed_for_syllabic_i_is_a_lookalike_not_another_script():
     entries = [EntryInput(id="a", source="x", reference="ᐃᓄᒃ", prediction="Δᓄᒃ ΔΔ")]
-    context = BatchContext(source=CARDS.get("eng"), target=CARDS.get("iku"), options={})
+    context = BatchContext(source=CARDS.get("eng"), target=CARDS.get("iku"))
     (entry,) = StructuralScorer().score(entries, context).entries
     assert entry.values["orthographic_accuracy"] == 0.0 and "orthographic_unchecked" not in entry.values
     assert not [v for v in entry.values["orthographic_violations"] if "mixed" in v]

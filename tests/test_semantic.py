@@ -67,8 +67,8 @@ def semantic_stack(tiny_models, embedder):
             yield gateway_pb2_grpc.GatewayStub(channel), scorer
 
 
-def _context(source="eng", target="spa", **options) -> BatchContext:
-    return BatchContext(source=CARDS.get(source), target=CARDS.get(target), options=options)
+def _context(source="eng", target="spa", comet_model=None) -> BatchContext:
+    return BatchContext(source=CARDS.get(source), target=CARDS.get(target), comet_model=comet_model)
 
 
 def _inputs(entries=ENTRIES, predictions=PREDICTIONS) -> list[EntryInput]:

@@ -109,7 +109,7 @@ def test_an_analyzer_whose_hash_differs_from_the_card_is_used_with_a_warning(tmp
     cards = CardRegistry(cards_dir)
     entries = [EntryInput(id="a", source="The houses", reference="Las casas", prediction="Las casas")]
     output = StructuralScorer(registry=AnalyzerRegistry([fst_dir])).score(
-        entries, BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={}))
+        entries, BatchContext(source=cards.get("eng"), target=cards.get("spa")))
     (warning,) = output.warnings
     assert warning.startswith(f"{fst_dir / 'spa.hfstol'} has SHA-256 {expected}, not the {wrong} the spa card expects")
     assert "fst_acceptance_rate and morphological_accuracy are not representative" in warning

@@ -155,7 +155,7 @@ def _batch(entries: int, prefix: str = "long") -> bytes:
 
 def test_a_call_cancelled_while_it_waits_for_a_worker_never_starts():
     cards = default_registry()
-    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"))
     spec = scorer_spec("surface", None, {})
 
     async def scenario():
@@ -180,7 +180,7 @@ def test_a_call_cancelled_while_it_waits_for_a_worker_never_starts():
 
 def test_a_scorer_error_in_a_worker_fails_the_batch_with_its_message():
     cards = default_registry()
-    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"))
 
     async def scenario():
         pool = WorkerPool(1)
@@ -228,7 +228,7 @@ def test_a_family_served_alone_scores_in_workers_of_its_own_until_it_stops():
 
 def test_the_families_batches_of_one_affinity_key_are_scored_by_one_worker(monkeypatch):
     cards = default_registry()
-    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"))
     specs = {family: scorer_spec(family, None, {}) for family in ("surface", "compliance")}
     scored_by = []  # (family, first entry id, worker pid) of each batch a worker received
     send = _Worker.call
@@ -291,7 +291,7 @@ if __name__ == "__main__":
     request = family_pb2.ScoreBatchRequest(source_lang="eng", target_lang="spa")
     request.entries.add(id="e1", source="a black cat", reference="un gato negro", prediction="un gato negro")
     cards = default_registry()
-    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"))
 
     async def score_one_batch():
         pool = WorkerPool(1)
@@ -359,7 +359,7 @@ started = Path(sys.argv[1])
 request = family_pb2.ScoreBatchRequest(source_lang="eng", target_lang="spa")
 request.entries.add(id="e1", source="a black cat", reference="un gato negro", prediction="un gato negro")
 cards = default_registry()
-context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+context = BatchContext(source=cards.get("eng"), target=cards.get("spa"))
 spec = ScorerSpec("surface", "tests.slow_scorer:create_scorer", {"started": str(started), "seconds": 2.0})
 
 
@@ -404,7 +404,7 @@ def test_a_pool_closed_while_a_batch_runs_past_its_timeout_kills_that_worker_onc
 
     monkeypatch.setattr(Connection, "_close", slow_close)
     cards = default_registry()
-    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"), options={})
+    context = BatchContext(source=cards.get("eng"), target=cards.get("spa"))
     started = tmp_path / "started"
     spec = ScorerSpec("surface", "tests.slow_scorer:create_scorer", {"started": str(started), "seconds": 30.0})
 

@@ -376,7 +376,9 @@ def _scored(client: Client, request, name: str, corpus_path, predictions: Predic
             target.finish(card)
         return card
     except InvalidArgument as error:
-        message = locate_invalid(error.details, corpus_path, predictions, meta_path, glossary_path, flags)
+        # The field's file and line from the error's details; a gateway that sends none: its message.
+        message = (locate_invalid(error.violations[0], corpus_path, predictions, meta_path, glossary_path, flags)
+                   if error.violations else error.details)
         raise CliError(message, EXIT_INVALID_INPUT) from None
     finally:
         bar.close()

@@ -28,6 +28,8 @@ from apps.inputs import InputError, PredictionFile
 from apps.client.upload import collect_run_card, compare_parts, corpus_parts, pairs_parts, request_parts
 from champollion.core.run_card import dict_to_message, entry_for_compare, message_to_dict
 from champollion.core.columns import SPEC_COLUMNS
+from champollion.core.field_errors import field_violations
+from champollion.core.limits import InvalidField
 from champollion.core.sampling import DEFAULT_RESAMPLES
 
 # Seconds a call may take: reading or ranking stored runs is quick; comparing
@@ -38,13 +40,17 @@ LONG_CALL_S = 600
 
 class ClientError(Exception):
     """A call the gateway refused or could not answer. `code` is its gRPC
-    status (None when the stream broke off), `details` its message as sent."""
+    status (None when the stream broke off), `details` its message as sent,
+    `violations` the fields an INVALID_ARGUMENT names in its structured
+    details (google.rpc.BadRequest: field path, what is wrong, entry id)."""
 
-    def __init__(self, message: str, code: grpc.StatusCode | None = None, details: str = "", address: str = ""):
+    def __init__(self, message: str, code: grpc.StatusCode | None = None, details: str = "", address: str = "",
+                 violations: Sequence[InvalidField] = ()):
         super().__init__(message)
         self.code = code
         self.details = details
         self.address = address
+        self.violations = tuple(violations)
 
 
 class InvalidSettings(ClientError, ValueError):
@@ -86,6 +92,8 @@ _REFUSALS = {
 
 def _error_from(error: grpc.RpcError, address: str) -> ClientError:
     code, details = error.code(), error.details() or ""
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidArgument(details, code, details, address, field_violations(error))
     if code in _REFUSALS:
         return _REFUSALS[code](details, code, details, address)
     if is_untrusted_certificate(error):

@@ -5,7 +5,6 @@ ids, negative counts, NaN) live in `gateway.server.validation`, shared with the 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from apps.inputs.input_text import InputError, PredictionFile, check_text, decod
 from apps.inputs.plain_text import load_plain_text_run  # noqa: F401 (one place for every input format)
 from champollion.core.run_card import dict_to_message, entry_for_compare
 from champollion.core.usage import TOKEN_FIELDS
-from champollion.core.limits import ECHO_CHARS, shown
+from champollion.core.limits import ECHO_CHARS, InvalidField, shown
 
 # Deepest nesting of arrays and objects a file may have: far more than any
 # input format needs, far less than would exhaust Python's stack (or the 100
@@ -379,10 +378,6 @@ def in_corpus_order(predictions: PredictionFile, corpus: gateway_pb2.Corpus) -> 
     )
 
 
-_PREDICTION_PATH = re.compile(r"^predictions\[(\d+)\]")
-_CORPUS_PATH = re.compile(r"^corpus\.")
-_META_PATH = re.compile(r"^meta\.")
-_GLOSSARY_PATH = re.compile(r"^glossary\[")
 # The run's options as the command line names them.
 OPTION_FLAGS = {"options.seed": "--seed", "options.bootstrap_resamples": "--resamples",
                 "options.batch_size": "--batch-size", "options.metrics": "--metrics",
@@ -396,21 +391,23 @@ def language_flags(source_lang: str | None, target_lang: str | None) -> dict[str
     return {field: flag for field, flag, value in given if value}
 
 
-def locate_invalid(message: str, corpus: Path | None, predictions: PredictionFile, meta: Path | None,
+def locate_invalid(violation: InvalidField, corpus: Path | None, predictions: PredictionFile, meta: Path | None,
                    glossary: Path | None, flags: dict[str, str] | None = None) -> str:
-    """Prefixes a validation message (which starts with its field path) with
-    the file, and the line for a prediction; a field a flag gave (`flags`,
-    field -> flag: language_flags) is named by the flag."""
-    for option, flag in {**OPTION_FLAGS, **(flags or {})}.items():
-        if message.startswith(f"{option}:"):
-            return flag + message[len(option):]
-    match = _PREDICTION_PATH.match(message)
-    if match and int(match.group(1)) < len(predictions.lines):
-        return f"{predictions.path}:{predictions.lines[int(match.group(1))]}: {message}"
-    for pattern, path in ((_CORPUS_PATH, corpus), (_META_PATH, meta), (_GLOSSARY_PATH, glossary)):
-        if path is not None and pattern.match(message):
-            return f"{path}: {message}"
-    return message
+    """One line for a field the gateway refused (its structured details:
+    apps.client reads them), prefixed with the file that holds the field,
+    and the line for a prediction; a field a flag gave (`flags`, field ->
+    flag: language_flags) is named by the flag."""
+    flag = {**OPTION_FLAGS, **(flags or {})}.get(violation.field)
+    if flag is not None:
+        return f"{flag}: {violation.message}"
+    # The path's first step: "predictions[6]" of "predictions[6].latency_s".
+    name, _, index = violation.field.split(".", 1)[0].partition("[")
+    if name == "predictions" and index.rstrip("]").isdigit():
+        position = int(index.rstrip("]"))
+        if position < len(predictions.lines):
+            return f"{predictions.path}:{predictions.lines[position]}: {violation}"
+    path = {"corpus": corpus, "meta": meta, "glossary": glossary}.get(name)
+    return f"{path}: {violation}" if path is not None else str(violation)
 
 
 def build_request(

@@ -30,12 +30,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
+from champollion.core.entries import EntryInput
+from champollion.core.plugins import PluginTools, PluginVerdict
 from champollion.core.scripts import letter_scripts
 from champollion.core.text import normalise_for_match
 from champollion.core.words import words_of
 from eval_standards.lexicon import find_lexicon, parse_lexicon
-from eval_standards.plugins import PluginTools, PluginVerdict
-from services.contract import EntryInput
 
 _MACRON_TO_CIRCUMFLEX = str.maketrans("āēīōĀĒĪŌ", "âêîôÂÊÎÔ")
 # ê- preverb written "ê nipât" or with another dash: one form ("ênipât",

@@ -19,13 +19,13 @@ Verdicts, first match wins, and the entry score each gives:
 """
 from __future__ import annotations
 
+from champollion.core.entries import EntryInput
+from champollion.core.plugins import PluginTools, PluginVerdict
 from champollion.core.text import normalise_for_match
 from champollion.core.words import words_of
 from eval_standards.crk.linter import normalise_orthography
 from eval_standards.english import content_lemmas
 from eval_standards.lexicon import find_lexicon, parse_lexicon
-from eval_standards.plugins import PluginTools, PluginVerdict
-from services.contract import EntryInput
 
 VERDICT_WEIGHTS = {
     "EXACT_MATCH": 1.0, "VALID": 0.9, "GRAMMAR_ISSUES": 0.6, "PARTIAL": 0.5,

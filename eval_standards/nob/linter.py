@@ -6,10 +6,10 @@ reference (or a variant) only so is EQUIVALENT; rule `feminine_or_masculine`.
 """
 from __future__ import annotations
 
+from champollion.core.entries import EntryInput
+from champollion.core.plugins import PluginTools, PluginVerdict
 from champollion.core.text import normalise_for_match
 from champollion.core.words import words_of
-from eval_standards.plugins import PluginTools, PluginVerdict
-from services.contract import EntryInput
 
 _GENDERS = {"f", "m"}
 

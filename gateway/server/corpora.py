@@ -20,6 +20,7 @@ from google.protobuf import json_format
 
 from champollion.core.analyzers import AnalyzerRegistry
 from champollion.core.cards import CardRegistry, UnknownLanguage
+from champollion.core.field_errors import abort_invalid
 from champollion.core.corpus_rules import PURPOSES
 from champollion.core.roles import MAINTAINER
 from champollion.eval.v1 import gateway_pb2
@@ -161,7 +162,7 @@ async def register_corpus(parts: AsyncIterator, context, cards: CardRegistry, st
             source_lang=header.source_lang, target_lang=header.target_lang)), cards)
         entries = await _entries(first, parts)
     except InvalidRun as error:
-        await _invalid(context, str(error))
+        await abort_invalid(context, error)
     # Stored as canonical tags, as a run card records them.
     corpus = {"id": header.id, "source_lang": languages.source.tag, "target_lang": languages.target.tag,
               "entries": entries}

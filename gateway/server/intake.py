@@ -23,6 +23,7 @@ from gateway.card.breakdowns import provenance_key
 from gateway.card.contamination import Coaching, ContaminationCheck
 from gateway.card.costs import EntryUsage, Pricing, TokenTotalOverflow, UsageTally
 from gateway.card.identity import version_reference
+from gateway.card.metrics import METRICS
 from champollion.core.limits import shown
 from champollion.core.usage import UsageReading
 from gateway.server.spill import RunSpill
@@ -182,13 +183,22 @@ class RunIntake:
         self._predictions_seen = 0
         self._ready: list[family_pb2.BatchEntry] = []
 
-    def _batch_options(self) -> dict[str, str]:
-        options = {}
+    def _batch_template(self, run_id: str) -> family_pb2.ScoreBatchRequest:
+        """What every batch of the run carries besides its entries: the
+        languages, the glossary and the typed options the families read."""
+        template = family_pb2.ScoreBatchRequest(
+            run_id=run_id,
+            source_lang=self.header.corpus.source_lang,
+            target_lang=self.header.corpus.target_lang,
+            glossary=list(self.header.glossary),
+            disable_plugins=self.header.options.disable_plugins,
+        )
+        if self.run.requested is not None:
+            # Only metrics: the counts and labels come with them.
+            template.selection.metrics.extend(sorted(key for key in self.run.requested if key in METRICS))
         if self.header.meta.HasField("comet_model"):
-            options["comet_model"] = self.header.meta.comet_model
-        if self.header.options.disable_plugins:
-            options["plugins"] = "off"
-        return options
+            template.comet_model = self.header.meta.comet_model
+        return template
 
     async def batches(
         self, later_parts: AsyncIterator[gateway_pb2.EvaluateRequest], run_id: str, batch_size: int
@@ -196,13 +206,7 @@ class RunIntake:
         """Batches of `batch_size` entries (the last may be smaller), in
         corpus order, from the first part and `later_parts`. Raises
         InvalidRun on the first problem found."""
-        template = family_pb2.ScoreBatchRequest(
-            run_id=run_id,
-            source_lang=self.header.corpus.source_lang,
-            target_lang=self.header.corpus.target_lang,
-            options=self._batch_options(),
-            glossary=list(self.header.glossary),
-        )
+        template = self._batch_template(run_id)
 
         def batch_of(entries) -> family_pb2.ScoreBatchRequest:
             batch = family_pb2.ScoreBatchRequest()

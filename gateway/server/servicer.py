@@ -14,6 +14,7 @@ import structlog
 
 from champollion import __version__
 from champollion.core.cards import CardRegistry, default_registry
+from champollion.core.field_errors import abort_invalid
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
 from champollion.core.sampling import DEFAULT_SEED
 from gateway.card.compare import ComparableRun, CompareRefused, compare_runs
@@ -174,7 +175,7 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             scored = await evaluate(intake, later_parts, self.config, clients, unrouted, spill, on_progress,
                                     expected_entries=registered.corpus["entries"] if registered else 0)
         except InvalidRun as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+            await abort_invalid(context, error)
         except (CorpusRefused, Refused, AdmissionRefused) as error:
             await context.abort(error.code, str(error))
         except Exception as error:  # a bug, not bad input: say so, keep serving

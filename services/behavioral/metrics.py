@@ -107,53 +107,66 @@ class BehavioralScorer:
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         source, target = context.source, context.target
         warnings: list[str] = []
-        # Warned about here too: this family may run where structural's analyzers are not.
-        analyzer = self.registry.for_scoring(target, warnings, if_missing=f"{ANALYZER_USES} without it",
-                                             if_caveat=f"{ANALYZER_USES} with it")
-        detector = _code_switch_detector(source, target, analyzer, warnings)
+        wants_switching, wants_hallucination, wants_terminology, wants_consistency, wants_numbers = (
+            context.wants(metric_id) for metric_id in self.metrics)
+        glossary = context.glossary
+        wants_terms = wants_terminology or (wants_consistency and bool(glossary))
+        analyzer = None
+        if wants_switching or wants_terms:
+            # Warned about here too: this family may run where structural's analyzers are not.
+            analyzer = self.registry.for_scoring(target, warnings, if_missing=f"{ANALYZER_USES} without it",
+                                                 if_caveat=f"{ANALYZER_USES} with it")
+        detector = _code_switch_detector(source, target, analyzer, warnings) if wants_switching else None
         keep_hyphenated = target.words.keep_hyphenated
         lemmas_of = analyzer.lemmas if analyzer else (lambda _word: set())
-        try:
-            source_lemmas = lemma_table(source)
-        except LexiconMissing:
-            source_lemmas = {}
-        glossary = context.glossary
-        detached = self._detachments(entries, context, warnings)
-        is_number_word = number_word_test(source)
+        source_lemmas = {}
+        if wants_terms:
+            try:
+                source_lemmas = lemma_table(source)
+            except LexiconMissing:
+                pass
+        detached = self._detachments(entries, context, warnings) if wants_hallucination else [None] * len(entries)
+        is_number_word = number_word_test(source) if wants_hallucination else None
         outputs = []
         for entry, detachment in zip(entries, detached):
-            words = words_of(entry.prediction, keep_hyphenated)
+            words = words_of(entry.prediction, keep_hyphenated) if detector is not None or wants_terms else []
             values: dict = {}
             stats: dict = {}
-            switched = detector.switched(words, entry.source)
-            values["code_switching_rate"] = _ratio(len(switched), len(words))
-            values["code_switched_words"] = switched
-            stats["code_switching_rate"] = [float(len(switched)), float(len(words))]
+            if detector is not None:
+                switched = detector.switched(words, entry.source)
+                values["code_switching_rate"] = _ratio(len(switched), len(words))
+                values["code_switched_words"] = switched
+                stats["code_switching_rate"] = [float(len(switched)), float(len(words))]
 
-            flagged, tokens, reasons = hallucinated(entry.prediction, entry.source, entry.reference, detachment,
-                                                    is_number_word)
-            values["hallucination_rate"] = _ratio(flagged, tokens)
-            values["hallucination_reasons"] = reasons
-            stats["hallucination_rate"] = [float(flagged), float(tokens)]
+            if wants_hallucination:
+                flagged, tokens, reasons = hallucinated(entry.prediction, entry.source, entry.reference, detachment,
+                                                        is_number_word)
+                values["hallucination_rate"] = _ratio(flagged, tokens)
+                values["hallucination_reasons"] = reasons
+                stats["hallucination_rate"] = [float(flagged), float(tokens)]
 
-            self._terminology(entry, glossary, words, lemmas_of, lemmatised(entry.source, source_lemmas), values, stats)
+            if wants_terms:
+                self._terminology(entry, glossary, words, lemmas_of, lemmatised(entry.source, source_lemmas),
+                                  values, stats, context)
 
-            mismatch = numbers_in(entry.source) != numbers_in(entry.prediction)
-            values["number_mismatch"] = mismatch
-            stats["number_mismatch_rate"] = [float(mismatch), 1.0]
+            if wants_numbers:
+                mismatch = numbers_in(entry.source) != numbers_in(entry.prediction)
+                values["number_mismatch"] = mismatch
+                stats["number_mismatch_rate"] = [float(mismatch), 1.0]
             outputs.append(EntryOutput(id=entry.id, values=values, stats=stats))
-        labels = {CONSISTENCY_LAYOUT: ",".join(str(len(t.renderings)) for t in glossary)} if glossary else {}
-        return BatchOutput(
-            entries=outputs, warnings=warnings, labels=labels,
-            signatures={
-                "code_switching_rate": f"lexicons:spacy|loanwords:card|analyzer:{analyzer.name if analyzer else 'none'}"
-                                       f"{f'|translit:{analyzer.reads}' if analyzer and analyzer.reads else ''}"
-                                       f"|version:{__version__}",
-                "hallucination_rate": f"oscillation:period<={MAX_PERIOD}|numbers:not-in-src-or-ref|detached:"
-                                      f"{f'{DETACHED_RULE}|model:{EMBEDDING_MODEL}' if not _uncovered(context) else 'off'}"
-                                      f"|version:{__version__}",
-            },
-        )
+        labels = ({CONSISTENCY_LAYOUT: ",".join(str(len(t.renderings)) for t in glossary)}
+                  if glossary and wants_consistency else {})
+        signatures = {}
+        if detector is not None:
+            signatures["code_switching_rate"] = (
+                f"lexicons:spacy|loanwords:card|analyzer:{analyzer.name if analyzer else 'none'}"
+                f"{f'|translit:{analyzer.reads}' if analyzer and analyzer.reads else ''}|version:{__version__}")
+        if wants_hallucination:
+            signatures["hallucination_rate"] = (
+                f"oscillation:period<={MAX_PERIOD}|numbers:not-in-src-or-ref|detached:"
+                f"{f'{DETACHED_RULE}|model:{EMBEDDING_MODEL}' if not _uncovered(context) else 'off'}"
+                f"|version:{__version__}")
+        return BatchOutput(entries=outputs, warnings=warnings, labels=labels, signatures=signatures)
 
     def _detachments(self, entries: list[EntryInput], context: BatchContext,
                      warnings: list[str]) -> list[Detachment | None]:
@@ -179,15 +192,18 @@ class BehavioralScorer:
 
     @staticmethod
     def _terminology(entry: EntryInput, glossary: tuple[Term, ...], words, lemmas_of, source_lemmatised: str,
-                     values, stats) -> None:
+                     values, stats, context: BatchContext) -> None:
+        """terminology_adherence and, from the same renderings found,
+        consistency_score's counts: each when asked for."""
         terms = [term for term in (*glossary, *entry.terms) if applies(term, entry.source, source_lemmatised)]
         output_lemmas = [lemmas_of(word) for word in words] if terms else []
         used = {term: rendering_used(term, entry.prediction, output_lemmas, lemmas_of) for term in terms}
-        adhered = sum(1 for index in used.values() if index is not None)
-        values["terminology_adherence"] = _ratio(adhered, len(terms))
-        values["terms_missed"] = [term.source for term, index in used.items() if index is None]
-        stats["terminology_adherence"] = [float(adhered), float(len(terms))]
-        if glossary:
+        if context.wants("terminology_adherence"):
+            adhered = sum(1 for index in used.values() if index is not None)
+            values["terminology_adherence"] = _ratio(adhered, len(terms))
+            values["terms_missed"] = [term.source for term, index in used.items() if index is None]
+            stats["terminology_adherence"] = [float(adhered), float(len(terms))]
+        if glossary and context.wants("consistency_score"):
             # One count per rendering of every glossary term, in glossary order.
             counts = []
             for term in glossary:

@@ -122,7 +122,14 @@ class ComplianceScorer:
         return []
 
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
-        return BatchOutput(
-            entries=[score_entry(entry, context.target) for entry in entries],
-            signatures={metric_id: SIGNATURE for metric_id in self.metrics},
-        )
+        wanted = context.wanted(self.metrics)
+        if not wanted:
+            return BatchOutput(entries=[EntryOutput(id=entry.id, values={}, stats={}) for entry in entries])
+        # The three share one check of each output: computed together, then
+        # kept to those asked for.
+        outputs = [score_entry(entry, context.target) for entry in entries]
+        for output in outputs:
+            for metric_id in set(self.metrics).difference(wanted):
+                output.stats.pop(metric_id)
+                output.values.pop(metric_id, None)
+        return BatchOutput(entries=outputs, signatures=dict.fromkeys(wanted, SIGNATURE))

@@ -173,11 +173,13 @@ class SemanticScorer:
     # embeddings in a worker process, COMET in the server, which keeps the models.
     def score_in_worker(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         output = BatchOutput(entries=[EntryOutput(id=entry.id, values={}, stats={}) for entry in entries])
-        self._semantic_score(entries, context, output)
+        if context.wants("semantic_score"):
+            self._semantic_score(entries, context, output)
         return output
 
     def finish_in_server(self, entries: list[EntryInput], context: BatchContext, output: BatchOutput) -> BatchOutput:
-        self._comet_score(entries, context, output)
+        if context.wants("comet_score"):
+            self._comet_score(entries, context, output)
         return output
 
     def _semantic_score(self, entries: list[EntryInput], context: BatchContext, output: BatchOutput) -> None:
@@ -203,7 +205,7 @@ class SemanticScorer:
         output.signatures["semantic_score"] = f"{self.embedder.signature()}|{combination(use_source)}|version:{__version__}"
 
     def _comet_score(self, entries: list[EntryInput], context: BatchContext, output: BatchOutput) -> None:
-        choice = resolve_comet_model(context.target, context.options.get("comet_model"))
+        choice = resolve_comet_model(context.target, context.comet_model)
         try:
             engine = self.comet.engine(choice.model_id)
         except ModelNotFound as error:

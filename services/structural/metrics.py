@@ -9,6 +9,7 @@ from importlib import metadata
 from champollion import __version__
 from champollion.core.analyzers import Analyzer, AnalyzerRegistry, ReadingAnalyzer
 from champollion.core.cards import LanguageCard
+from champollion.core.plugins import STANDARDS_PACKAGE, discover, statistics
 from champollion.core.scripts import script_name
 from services.contract import (
     BatchContext,
@@ -20,9 +21,6 @@ from services.contract import (
 from services.structural.morphology import matched_gold
 from services.structural.orthography import Orthography
 from services.structural.text_words import TextWords
-
-# Request option that turns a language's eval-standard plugins off.
-PLUGINS_OFF = "off"
 
 # Rejected words listed per entry, at most (the counts are always complete).
 MAX_LISTED = 20
@@ -67,22 +65,19 @@ class StructuralScorer:
         return found
 
     def _plugins_for(self, card: LanguageCard, analyzer: Analyzer | None):
-        from eval_standards.plugins import discover
-
         if card.code not in self._plugins:
             self._plugins[card.code] = discover(card, analyzer)
         return self._plugins[card.code]
 
-    def _run_plugins(self, card, analyzer, entries, outputs, signatures, warnings, options) -> None:
-        """Each plugin's metric, verdict and reasons per entry; a plugin that
-        fails on any entry gives no values for the batch (and a warning)."""
-        if options.get("plugins") == PLUGINS_OFF:
-            return
-        from eval_standards.plugins import statistics
-
+    def _run_plugins(self, card, analyzer, entries, outputs, signatures, warnings, context: BatchContext) -> None:
+        """Each asked-for plugin metric, verdict and reasons per entry; a
+        plugin that fails on any entry gives no values for the batch (and a
+        warning)."""
         discovered = self._plugins_for(card, analyzer)
         warnings.extend(discovered.problems)
         for plugin in discovered.plugins:
+            if not context.wants(plugin.metric):
+                continue
             try:
                 verdicts = [plugin.score_entry(entry) for entry in entries]
             except Exception as error:
@@ -96,7 +91,7 @@ class StructuralScorer:
                 output.stats[plugin.metric] = statistics(verdict)
             # Plugins see words through the analyzer: its transliteration is theirs too.
             reads = f"|translit:{analyzer.reads}" if analyzer is not None and analyzer.reads else ""
-            signatures[plugin.metric] = (f"standard:eval_standards.{card.code}.{type(plugin).__name__}"
+            signatures[plugin.metric] = (f"standard:{STANDARDS_PACKAGE}.{card.code}.{type(plugin).__name__}"
                                          f"{reads}|version:{__version__}")
 
     def _orthography(self, card: LanguageCard) -> Orthography:
@@ -113,33 +108,45 @@ class StructuralScorer:
     def score(self, entries: list[EntryInput], context: BatchContext) -> BatchOutput:
         card = context.target
         warnings: list[str] = []
-        analyzer = self.registry.for_scoring(
-            card, warnings, if_missing="fst_acceptance_rate and morphological_accuracy are null",
-            if_caveat="fst_acceptance_rate and morphological_accuracy are not representative")
+        wants_fst, wants_morphology, wants_orthography = (context.wants(metric_id) for metric_id in self.metrics)
+        # Plugins produce other families' metrics: they may run when the
+        # selection holds a metric that is not one of this family's.
+        plugins_may_run = context.plugins and bool(card.eval_metrics) and (
+            context.metrics is None or not context.metrics <= set(self.metrics))
+        analyzer = None
+        if wants_fst or wants_morphology or plugins_may_run:
+            analyzer = self.registry.for_scoring(
+                card, warnings, if_missing="fst_acceptance_rate and morphological_accuracy are null",
+                if_caveat="fst_acceptance_rate and morphological_accuracy are not representative")
         orthography = self._orthography(card)
+        # The card's letters split words for every metric; its rules check them for one.
+        checked_orthography = orthography if wants_orthography and orthography else None
         split_words = self._splitter(card.words.keep_hyphenated, orthography.extra_chars)
         unruled: dict[str, None] = {}
         outputs = []
         for entry in entries:
-            words = split_words(entry.prediction)
+            words = split_words(entry.prediction) if analyzer is not None or checked_orthography else []
             values: dict = {}
             stats: dict = {}
-            if analyzer is not None:
+            if analyzer is not None and wants_fst:
                 self._fst_acceptance(analyzer, words, values, stats)
+            if analyzer is not None and wants_morphology:
                 if entry.morphology:
                     self._morphology(analyzer, entry, words, values, stats)
                 else:
                     # Every entry carries every metric's statistics; without
                     # gold this one adds nothing to the corpus rate.
                     stats["morphological_accuracy"] = [0.0, 0.0]
-            if orthography:
-                self._orthographic(orthography, words, values, stats, unruled)
+            if checked_orthography:
+                self._orthographic(checked_orthography, words, values, stats, unruled)
             outputs.append(EntryOutput(id=entry.id, values=values, stats=stats))
         warnings.extend(
             f"orthographic_accuracy leaves out words in {code} ({script_name(code)}): the {card.code} card has "
             "no orthographic rule for that script" for code in unruled)
-        signatures = self._signatures(analyzer, orthography)
-        self._run_plugins(card, analyzer, entries, outputs, signatures, warnings, context.options)
+        signatures = self._signatures(analyzer if wants_fst or wants_morphology else None, checked_orthography,
+                                     context)
+        if plugins_may_run:
+            self._run_plugins(card, analyzer, entries, outputs, signatures, warnings, context)
         return BatchOutput(entries=outputs, signatures=signatures, warnings=warnings)
 
     @staticmethod
@@ -183,15 +190,16 @@ class StructuralScorer:
         stats["morphological_accuracy"] = [float(matched), float(len(gold))]
 
     @staticmethod
-    def _signatures(analyzer: Analyzer | ReadingAnalyzer | None, orthography: Orthography) -> dict[str, str]:
+    def _signatures(analyzer: Analyzer | ReadingAnalyzer | None, orthography: Orthography | None,
+                    context: BatchContext) -> dict[str, str]:
         signatures = {}
         if analyzer is not None:
             # Words of a script the card transliterates are looked up transliterated: say by what.
             reads = f"|translit:{analyzer.reads}" if analyzer.reads else ""
             described = (f"analyzer:{analyzer.name}|sha256:{analyzer.sha256}|hfst:{_hfst_version()}"
                          f"|case:as-written,lower,capitalised{reads}|version:{__version__}")
-            signatures["fst_acceptance_rate"] = described
-            signatures["morphological_accuracy"] = described
+            signatures.update(dict.fromkeys(context.wanted(("fst_acceptance_rate", "morphological_accuracy")),
+                                            described))
         if orthography:
             signatures["orthographic_accuracy"] = f"{orthography.signature()}|version:{__version__}"
         return signatures

@@ -1,9 +1,12 @@
-"""The plugin protocol and discovery from language cards.
+"""The language plugins' contract (eval standards) and their discovery from
+language cards.
 
 A card lists plugin ids (`evalMetrics: [crk_linter, crk_semantic]`); the
-package `eval_standards.<card code>` maps ids to classes in `PLUGINS` — a
-registry from a string id to a class, so the structural service runs a
-language's standard without knowing its types.
+package `<STANDARDS_PACKAGE>.<card code>` maps ids to classes in `PLUGINS` —
+a registry from a string id to a class, imported by name when a card asks
+for it. The structural service runs a language's standard so without
+knowing its types: the families and the standards both import this module
+and never each other (an import-linter contract keeps it so).
 """
 from __future__ import annotations
 
@@ -13,7 +16,10 @@ from typing import Protocol
 
 from champollion.core.analyzers import Analyzer
 from champollion.core.cards import LanguageCard
-from services.contract import EntryInput
+from champollion.core.entries import EntryInput
+
+# The package whose sub-packages hold each language's standard, by card code.
+STANDARDS_PACKAGE = "eval_standards"
 
 
 @dataclass(frozen=True)
@@ -46,10 +52,6 @@ def statistics(verdict: PluginVerdict) -> list[float]:
     return [verdict.value, 1.0]
 
 
-class PluginError(LookupError):
-    """A card names a plugin its language package does not provide."""
-
-
 @dataclass
 class DiscoveredPlugins:
     plugins: list = field(default_factory=list)
@@ -63,7 +65,7 @@ def discover(card: LanguageCard, analyzer: Analyzer | None) -> DiscoveredPlugins
     if not names:
         return found
     try:
-        package = importlib.import_module(f"eval_standards.{card.code}")
+        package = importlib.import_module(f"{STANDARDS_PACKAGE}.{card.code}")
     except ImportError as error:
         found.problems.append(f"eval standard for {card.code} cannot be loaded: {error}")
         return found
@@ -71,7 +73,7 @@ def discover(card: LanguageCard, analyzer: Analyzer | None) -> DiscoveredPlugins
     tools = PluginTools(card=card, analyzer=analyzer)
     for name in names:
         if name not in registry:
-            found.problems.append(f"{card.code} card names plugin {name!r}; eval_standards.{card.code} has "
+            found.problems.append(f"{card.code} card names plugin {name!r}; {STANDARDS_PACKAGE}.{card.code} has "
                                   f"{', '.join(sorted(registry)) or 'none'}")
             continue
         try:
