@@ -4,9 +4,20 @@ rate, the errors no detector suggested and the prefill bias, on small
 hand-worked cases."""
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+import sqlalchemy
+
+from apps.client import Client
+from champollion.eval.v1 import gateway_pb2
+from gateway.review.campaigns import CampaignRequest, checked_ratings, create_campaign, results_of
 from gateway.review.detectors import MIN_JUDGED, MIN_JUDGED_OUTPUTS, citations, detector_report
+from gateway.review.prefill import suggestions_for
+from gateway.store.location import open_engine, parse_store_url
+from gateway.store.tables import review_campaigns, review_ratings, review_tasks
+from tests.conftest import run_cli
+from tests.test_review_campaigns import copied_store
 
 
 def suggestion(detector: str, start: int, end: int, missing: bool = False) -> dict:
@@ -130,3 +141,137 @@ def test_a_rate_is_cited_only_past_the_bar():
     assert cited["false_rejection_rate"] == pytest.approx(12 / 50)
     assert cited["statement"].startswith("fst_acceptance_rate (crk): speakers confirmed 0.76 (95% CI ")
     assert "false-rejection rate (scoring spec §1.6) 0.24" in cited["statement"]
+
+
+# --- over a real store: runs scored by the session's stack, a campaign rated with decisions ----------------------
+
+PREFILL_CORPUS = {"id": "review-detectors-eng-spa", "source_lang": "eng", "target_lang": "spa", "entries": [
+    {"id": f"rd-{i}", "source": f"You have {{count}} messages from {i + 3} friends",
+     "reference": f"Tienes {{count}} mensajes de {i + 3} amigos"} for i in range(8)]}
+# System A changes each number; system B renames the placeholder.
+SYSTEMS_OUTPUT = (lambda i: f"Tienes {{count}} mensajes de {i + 30} amigos",
+                  lambda i: f"Tienes {{cuenta}} mensajes de {i + 3} amigos")
+HELD_OUT = {"rd-0", "rd-1"}  # items shown without suggestions
+
+
+@pytest.fixture(scope="module")
+def prefill_runs(stack) -> dict:
+    with Client(stack.gateway_address) as client:
+        client.register_corpus(PREFILL_CORPUS, "dev")
+        runs = [client.evaluate(gateway_pb2.CorpusRef(id=PREFILL_CORPUS["id"]),
+                                [{"id": e["id"], "prediction": make(i)} for i, e in enumerate(PREFILL_CORPUS["entries"])],
+                                {"model_slug": f"prefill-{k}"})["run_id"] for k, make in enumerate(SYSTEMS_OUTPUT)]
+    return {"corpus": PREFILL_CORPUS, "runs": runs}
+
+
+def _prefill_tasks(store_url: str, store, campaign: dict) -> None:
+    """What `--prefill lyss` stores (issue 36's shapes): the setting, and each task's suggestions but the held-out ones'."""
+    scores = {run_id: {e["id"]: e["scores"] for e in store.get_run(run_id)["entries"]}
+              for run_id in campaign["systems"]}
+    outputs = {run_id: store.run_predictions(run_id) for run_id in campaign["systems"]}
+    engine = open_engine(parse_store_url(store_url))
+    with engine.begin() as connection:
+        settings = connection.scalar(sqlalchemy.select(review_campaigns.c.settings)
+                                     .where(review_campaigns.c.campaign_id == campaign["campaign_id"]))
+        connection.execute(sqlalchemy.update(review_campaigns)
+                           .where(review_campaigns.c.campaign_id == campaign["campaign_id"])
+                           .values(settings={**settings, "prefill": "lyss", "prefill_share": 0.25}))
+        for row in connection.execute(sqlalchemy.select(review_tasks.c.reviewer, review_tasks.c.position,
+                                                        review_tasks.c.entry_id)
+                                      .where(review_tasks.c.campaign_id == campaign["campaign_id"])).all():
+            if row.entry_id in HELD_OUT:
+                continue
+            shown = {run_id: [s.as_dict() for s in suggestions_for(outputs[run_id][row.entry_id], "",
+                                                                   scores[run_id][row.entry_id])]
+                     for run_id in campaign["systems"]}
+            connection.execute(sqlalchemy.update(review_tasks).where(
+                review_tasks.c.campaign_id == campaign["campaign_id"], review_tasks.c.reviewer == row.reviewer,
+                review_tasks.c.position == row.position).values(suggestions=shown))
+    engine.dispose()
+
+
+def _rate_with_decisions(store_url: str, store, campaign: dict) -> None:
+    """Each reviewer accepts the number and [MISSING] suggestions, rejects the invented placeholder; marks
+    every item's first word as a minor error (which no detector suggests); scores 60 with suggestions, 80 without."""
+    import sqlalchemy
+
+    engine = open_engine(parse_store_url(store_url))
+    for reviewer, progress in store.reviewer_progress(campaign["campaign_id"]).items():
+        for position in range(progress["tasks"]):
+            task = store.review_task(campaign["campaign_id"], reviewer, position)
+            with engine.connect() as connection:
+                shown = connection.scalar(sqlalchemy.select(review_tasks.c.suggestions).where(
+                    review_tasks.c.campaign_id == campaign["campaign_id"], review_tasks.c.reviewer == reviewer,
+                    review_tasks.c.position == position))
+            form, decisions = {}, {}
+            for system in task["systems"]:
+                decided = []
+                spans = [{"start": 0, "end": 6, "severity": "minor"}]
+                for s in (shown or {}).get(system, []):
+                    verdict = "rejected" if s["detector"] == "placeholder_invented" else "accepted"
+                    final = None if verdict == "rejected" else {"start": s["start"], "end": s["end"],
+                                                                "severity": s["severity"]}
+                    decided.append({"detector": s["detector"], "start": s["start"], "end": s["end"],
+                                    "decision": verdict, "final": final})
+                    if final and not s["missing"]:
+                        spans.append(final)
+                form[system] = {"score": 60.0 if shown else 80.0, "usable": True, "spans": spans}
+                decisions[system] = decided
+            store.save_ratings(campaign["campaign_id"], reviewer, position, checked_ratings(task["systems"], form))
+            with engine.begin() as connection:
+                for system, decided in decisions.items():
+                    connection.execute(sqlalchemy.update(review_ratings).where(
+                        review_ratings.c.campaign_id == campaign["campaign_id"],
+                        review_ratings.c.reviewer == reviewer, review_ratings.c.position == position,
+                        review_ratings.c.system == system).values(decisions=decided))
+    engine.dispose()
+
+
+def test_campaign_results_report_the_detectors_from_the_stored_decisions(prefill_runs, store_url, capsys,
+                                                                         run_card_validator):
+    store = copied_store(store_url, prefill_runs)
+    try:
+        campaign = create_campaign(store, CampaignRequest("detectors", prefill_runs["runs"], ["ana", "ben"], items=8,
+                                                          overlap=2, seed=3, shares={"repeat": 0, "control": 0}))
+        _prefill_tasks(store_url, store, campaign)
+        _rate_with_decisions(store_url, store, campaign)
+        report = results_of(store, campaign["campaign_id"])["results"]["detectors"]
+    finally:
+        store.close()
+    assert report["language"] == "spa"
+    # 8 items x 2 systems x 2 reviewers; 6 items shown with suggestions.
+    assert report["outputs"] == 32 and report["bootstrap"]["clusters"] == 16
+    detectors = report["detectors"]
+    # System A: 30 for 3 on each item (a number the source lacks, and its [MISSING] 3): 2 per output,
+    # 6 items x 2 reviewers. System B: {count} missing, {cuenta} invented: 1 each per output.
+    assert detectors["number_mismatch"]["judged"] == 24 and detectors["number_mismatch"]["confirmed_share"] == 1.0
+    assert detectors["placeholder_missing"]["judged"] == 12 and detectors["placeholder_missing"]["accepted"] == 12
+    invented = detectors["placeholder_invented"]
+    assert (invented["judged"], invented["rejected"], invented["confirmed_share"]) == (12, 12, 0.0)
+    assert invented["confirmed_ci"] == [0.0, 0.0] and detectors["number_mismatch"]["confirmed_ci"] == [1.0, 1.0]
+    # Held out: the would-be suggestions of rd-0 and rd-1 (2 + 2 per reviewer and system pair) count as
+    # unprompted; the reviewers marked only the first word there, which none overlaps but system B's {cuenta}.
+    assert detectors["number_mismatch"]["unprompted"]["suggestions"] == 2 * 2 * 2
+    assert detectors["placeholder_invented"]["unprompted"] == {"suggestions": 4, "marked": 0, "share": 0.0}
+    # The first word "Tienes" (0-6): marked on every output, suggested on none.
+    assert report["unsuggested"]["overall"]["unsuggested"] == 32
+    assert report["unsuggested"]["not_prefilled"] == {"spans": 8, "unsuggested": 8, "share": 1.0}
+    bias = report["prefill_bias"]
+    assert bias["outputs"] == {"with": 24, "without": 8}
+    assert bias["score"]["difference"] == pytest.approx(-20.0) and bias["score"]["difference_ci"] == [-20.0, -20.0]
+    assert bias["score_mann_whitney_p"] < 0.001
+    assert report["cited"] == []  # 8 items: the campaign is far from its bar
+
+    capsys.readouterr()
+    assert run_cli("review", "results", campaign["campaign_id"], "--store", store_url) == 0
+    printed = capsys.readouterr().out
+    assert "detectors judged by speakers (spa):" in printed
+    assert "placeholder_invented" in printed and "errors no detector suggested: overall 32 of" in printed
+    assert "difference -20 (95% CI -20 – -20)" in printed
+    assert run_cli("show", prefill_runs["runs"][0], "--store", store_url, "--json", "--entries") == 0
+    card = json.loads(capsys.readouterr().out)
+    run_card_validator.validate(card)
+    assert card["community_review"]["campaigns"][0]["detectors"] == []
+    entry = card["entries"][0]["scores"]
+    # "Tienes {count} mensajes de 30 amigos": 30 at 27-29 (offsets come back as a Struct's floats).
+    assert entry["number_mismatches"] == {"unmatched": [[27, 29]], "missing": ["3"]}

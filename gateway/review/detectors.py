@@ -37,7 +37,11 @@ import numpy as np
 
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.bootstrap import ALPHA, MIN_ENTRIES, percentile_interval, resample_counts
-from gateway.review.prefill import DETECTOR_NAMES, DETECTORS
+from gateway.review.prefill import DETECTOR_NAMES, DETECTORS, suggestions_for
+from gateway.review.protocol import RATE
+
+# A campaign's settings: suggestions shown from the families' findings (`--prefill lyss`).
+PREFILL_LYSS = "lyss"
 
 ACCEPTED, EDITED, REJECTED = "accepted", "edited", "rejected"
 DECISIONS = (ACCEPTED, EDITED, REJECTED)
@@ -291,3 +295,29 @@ def citations(report: dict, campaign_meets_bar: bool, campaign_id: str) -> list[
 def meets_bar(results: dict) -> bool:
     """Whether a campaign's results clear its bar (gateway/review/results.py's meets_bar, every part)."""
     return all(results["meets_bar"].values())
+
+
+# --- over a stored campaign -----------------------------------------------------------------------------------------
+
+def campaign_detectors(store, campaign: dict, results: dict) -> dict | None:
+    """A campaign's `detectors` block (None without `--prefill lyss`): the
+    report over its rate tasks' ratings by the raters the results kept, with
+    the rates it may cite (`cited`). Items shown without suggestions get the
+    ones the detectors would have made, from their entries' stored values."""
+    if campaign.get("prefill") != PREFILL_LYSS:
+        return None
+    excluded = set(results["excluded_reviewers"])
+    outputs = []
+    for row in store.rated_outputs(campaign["campaign_id"], RATE):
+        if row["reviewer"] in excluded:
+            continue
+        shown = row["suggestions"]
+        would_be = None if shown is not None else [
+            suggestion.as_dict() for suggestion in suggestions_for(row["output"], row["source"], row["scores"])]
+        outputs.append({"item": (row["entry_id"], row["system"]), "prefilled": shown is not None,
+                        "suggestions": shown if shown is not None else would_be, "decisions": row["decisions"],
+                        "spans": row["spans"], "score": row["score"]})
+    report = detector_report(outputs, campaign["target_lang"], results["bootstrap"]["resamples"],
+                             results["bootstrap"]["seed"])
+    report["cited"] = citations(report, meets_bar(results), campaign["campaign_id"])
+    return report
