@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy
 
 from apps.client import Client
+from champollion.core.run_card import run_card_from_proto, run_card_to_proto
 from champollion.eval.v1 import gateway_pb2
 from gateway.review.campaigns import CampaignRequest, checked_ratings, create_campaign, results_of
 from gateway.review.detectors import MIN_JUDGED, MIN_JUDGED_OUTPUTS, citations, detector_report
@@ -124,15 +125,19 @@ def test_the_same_seed_gives_the_same_intervals_and_bad_input_is_named():
     assert detector_report([], "crk")["detectors"] == {}
 
 
-def test_a_rate_is_cited_only_past_the_bar():
-    # 25 outputs with two analyzer suggestions each (50 judged), 3 of 4 confirmed in turn; 10 code-switch ones.
+def _judged_fst() -> list[dict]:
+    """25 outputs with two analyzer suggestions each (50 judged), 3 of 4 confirmed in turn; 10 code-switch ones."""
     outputs = []
     for i in range(25):
         verdicts = ("accepted", "rejected") if i % 2 else ("edited", "accepted")
         outputs.append({"item": f"e{i}", "prefilled": True, "score": 50.0, "spans": [],
                         "suggestions": [], "decisions": [decision("fst_rejected", 0, 3, v) for v in verdicts]
                         + ([decision("code_switched", 5, 9, "accepted")] if i < 10 else [])})
-    report = detector_report(outputs, "crk", resamples=200)
+    return outputs
+
+
+def test_a_rate_is_cited_only_past_the_bar():
+    report = detector_report(_judged_fst(), "crk", resamples=200)
     assert report["detectors"]["fst_rejected"]["judged"] == MIN_JUDGED and 25 >= MIN_JUDGED_OUTPUTS
     assert citations(report, campaign_meets_bar=False, campaign_id="c1") == []
     [cited] = citations(report, campaign_meets_bar=True, campaign_id="c1")
@@ -275,3 +280,15 @@ def test_campaign_results_report_the_detectors_from_the_stored_decisions(prefill
     entry = card["entries"][0]["scores"]
     # "Tienes {count} mensajes de 30 amigos": 30 at 27-29 (offsets come back as a Struct's floats).
     assert entry["number_mismatches"] == {"unmatched": [[27, 29]], "missing": ["3"]}
+
+    # A campaign past its bar cites its rates: they travel in the card (protobuf and back) as the schema says.
+    [cited] = citations(detector_report(_judged_fst(), "crk", resamples=200), campaign_meets_bar=True,
+                        campaign_id=campaign["campaign_id"])
+    card["community_review"]["campaigns"][0]["detectors"] = [cited]
+    back = run_card_from_proto(run_card_to_proto(card))
+    run_card_validator.validate(back)
+    [read] = back["community_review"]["campaigns"][0]["detectors"]
+    assert {key: read[key] for key in ("detector", "metric", "language", "campaign_id", "judged", "statement")} == \
+        {key: cited[key] for key in ("detector", "metric", "language", "campaign_id", "judged", "statement")}
+    for key in ("confirmed_share", "confirmed_ci", "false_rejection_rate", "false_rejection_ci"):
+        assert read[key] == pytest.approx(cited[key])
