@@ -66,17 +66,26 @@ def _clusters(outputs: list[dict]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _ratio_interval(numerators: np.ndarray, denominators: np.ndarray, resamples: int, seed: int) -> list | None:
-    """Percentile interval of sum(numerators) / sum(denominators) with the clusters
-    (the arrays' rows) resampled; None with too few clusters or any undefined resample."""
-    if len(numerators) < MIN_ENTRIES or resamples < 1:
-        return None
+def _resampled_ratios(numerators: np.ndarray, denominators: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """sum(numerators) / sum(denominators) in each resample of the clusters (the
+    arrays' rows), one matrix product per chunk; NaN where a resample's denominator is 0."""
     columns = np.column_stack([numerators, denominators]).astype(float)
     sums = np.vstack([counts @ columns for counts in resample_counts(len(columns), resamples, seed)])
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = np.where(sums[:, 1] > 0, sums[:, 0] / np.where(sums[:, 1] > 0, sums[:, 1], 1), np.nan)
-    found = percentile_interval(ratios)
+        return np.where(sums[:, 1] > 0, sums[:, 0] / np.where(sums[:, 1] > 0, sums[:, 1], 1), np.nan)
+
+
+def _interval(samples: np.ndarray) -> list | None:
+    """Percentile bounds (gateway/card/bootstrap.py); None when any resample is undefined."""
+    found = percentile_interval(samples)
     return None if found is None else [found["ci_lower"], found["ci_upper"]]
+
+
+def _ratio_interval(numerators: np.ndarray, denominators: np.ndarray, resamples: int, seed: int) -> list | None:
+    """The interval of sum(numerators) / sum(denominators); None with too few clusters."""
+    if len(numerators) < MIN_ENTRIES or resamples < 1:
+        return None
+    return _interval(_resampled_ratios(numerators, denominators, resamples, seed))
 
 
 def _share(part: int, whole: int) -> float | None:
@@ -180,13 +189,6 @@ def _group_sums(outputs: list[dict], clusters: list[list[int]], value_of) -> tup
     return sums, counts
 
 
-def _resampled_means(sums: np.ndarray, counts: np.ndarray, resamples: int, seed: int) -> np.ndarray:
-    columns = np.column_stack([sums, counts])
-    drawn = np.vstack([weights @ columns for weights in resample_counts(len(columns), resamples, seed)])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(drawn[:, 1] > 0, drawn[:, 0] / np.where(drawn[:, 1] > 0, drawn[:, 1], 1), np.nan)
-
-
 def _difference(groups: dict, value_of, resamples: int, seed: int) -> dict:
     """Mean of each group, their difference (with - without) and its interval,
     each group resampled by its own clusters (a stream of its own)."""
@@ -195,13 +197,12 @@ def _difference(groups: dict, value_of, resamples: int, seed: int) -> dict:
         sums, counts = _group_sums(outputs, clusters, value_of)
         found[name] = float(sums.sum() / counts.sum()) if counts.sum() else None
         enough = int((counts > 0).sum()) >= MIN_ENTRIES and resamples >= 1
-        samples[name] = _resampled_means(sums[counts > 0], counts[counts > 0], resamples, seed + offset) \
+        samples[name] = _resampled_ratios(sums[counts > 0], counts[counts > 0], resamples, seed + offset) \
             if enough else None
     difference = None if None in found.values() else found["with"] - found["without"]
     interval = None
     if difference is not None and all(s is not None for s in samples.values()):
-        bounds = percentile_interval(samples["with"] - samples["without"])
-        interval = None if bounds is None else [bounds["ci_lower"], bounds["ci_upper"]]
+        interval = _interval(samples["with"] - samples["without"])
     return {"with": found["with"], "without": found["without"], "difference": difference,
             "difference_ci": interval}
 
