@@ -11,10 +11,10 @@ from gateway.card.corpus import corpus_value
 from champollion.core.words import words_of
 from services.behavioral import lexicons
 from services.behavioral.code_switching import CodeSwitchDetector
-from services.behavioral.hallucination import hallucinated
+from services.behavioral.hallucination import findings, hallucinated
 from services.behavioral.lexicons import number_word_test
 from services.behavioral.metrics import BehavioralScorer
-from services.behavioral.numbers import canonical, numbers_in
+from services.behavioral.numbers import canonical, number_differences, numbers_in
 from services.contract import BatchContext, EntryInput, Term
 from tests.conftest import EXAMPLE
 
@@ -190,6 +190,7 @@ def test_number_flips_versus_changed_wording(scorer):
         ("It costs 1,500 dollars.", "Cuesta 1.500 dólares.", "Cuesta 1500 dólares."),
     ])
     assert [e.values["number_mismatch"] for e in output.entries] == [False, True, False]
+    assert [e.values["number_mismatches"] for e in output.entries][1] == {"unmatched": [[25, 28]], "missing": ["20"]}
 
 
 def test_glossary_adherence_accepts_inflected_forms(scorer):
@@ -271,3 +272,20 @@ def test_example_card_has_behavioral_metrics(gateway):
     assert flipped["scores"]["number_mismatch"] is True
     # 45 % stands for the source's 4.5%: a wrong number, not one with no source counterpart.
     assert flipped["scores"]["hallucination_reasons"] == {}
+
+
+def test_loops_and_unsupported_numbers_are_located_as_stretches_of_the_output():
+    output = "Gracias por todo gracias por todo, 300 veces"
+    found = findings(output, "Thanks for everything", "Gracias por todo")
+    assert found.spans == {"oscillation": [[17, 33]], "number_not_in_source": [[35, 38]]}
+    assert output[17:33] == "gracias por todo" and found.reasons["number_not_in_source"] == ["300"]
+    assert found.flagged == 4 and found.tokens == 8
+
+
+def test_number_differences_say_which_output_numbers_and_which_source_numbers():
+    # 4.5% became 45 %: 45 unmatched, 4.5 missing; a second 20 has no second source copy.
+    output = "Subió un 45 % en 20 tiendas, 20 más"
+    assert number_differences("Rose 4.5% in 20 shops", output) == {"unmatched": [[9, 11], [29, 31]],
+                                                                     "missing": ["4.5"]}
+    assert output[9:11] == "45" and output[29:31] == "20"
+    assert number_differences("1,500 dollars", "1.500 dólares") == {"unmatched": [], "missing": []}

@@ -231,3 +231,14 @@ def test_compliance_end_to_end_through_the_gateway():
     third = card["entries"][2]["scores"]
     assert third["compliance_violations"] == ["invented_placeholder: {user}"]
     assert third["compliance_components"] == {"variable_integrity": 0.5, "quotes": 1.0, "casing": 1.0}
+
+
+def test_invented_placeholders_are_located_for_review_the_later_copies_first():
+    # "{ user }" is {user} normalised: found where it is written; of two {n} for one, the second is invented.
+    output = "{n} de {n} archivos de { user } (%s)"
+    result = score_one("{n} files (%s)", output)
+    spans = result.values["invented_placeholder_spans"]
+    assert [output[start:end] for start, end in spans] == ["{n}", "{ user }"]
+    assert spans == [[7, 10], [23, 31]]
+    assert score_one("{n} files", "{n} archivos").values["invented_placeholder_spans"] == []
+    assert scan_placeholders("a %s b").located == [("%s", 2, 4)]

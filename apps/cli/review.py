@@ -122,7 +122,33 @@ def cmd_review_results(args) -> int:
                      {None: "not enough controls", True: "reliable", False: "unreliable"}[r["reliable"]]
                      + (" (excluded)" if r["excluded"] else "")] for r in results["raters"]],
                    headers=["reviewer", "ratings", "control pairs", "p", "verdict"], disable_numparse=True))
+    if results.get("detectors"):
+        _print_detectors(results["detectors"])
     return 0
+
+
+def _print_detectors(report: dict) -> None:
+    """The detectors judged by speakers (gateway/review/detectors.py): confirmed shares, unsuggested errors, bias."""
+    print(f"detectors judged by speakers ({report['language']}):")
+    print(tabulate([[name, row["metric"] or "-", row["judged"], row["accepted"], row["edited"], row["rejected"],
+                     _number(row["confirmed_share"]), _interval(row["confirmed_ci"]),
+                     _number(row.get("false_rejection_rate")), _interval(row.get("false_rejection_ci"))]
+                    for name, row in report["detectors"].items()],
+                   headers=["detector", "metric", "judged", "accepted", "edited", "rejected", "confirmed",
+                            "95% CI", "false rejections", "95% CI"], disable_numparse=True))
+    alone = report["unsuggested"]
+    print("errors no detector suggested: " + "; ".join(
+        f"{group.replace('_', ' ')} {alone[group]['unsuggested']} of {alone[group]['spans']} spans"
+        for group in ("overall", "prefilled", "not_prefilled")))
+    bias = report["prefill_bias"]
+    for name, what in (("score", "mean score"), ("spans", "mean spans")):
+        part = bias[name]
+        print(f"prefill bias, {what}: {_number(part['with'])} with suggestions ({bias['outputs']['with']} outputs), "
+              f"{_number(part['without'])} without ({bias['outputs']['without']}); difference "
+              f"{_number(part['difference'])} (95% CI {_interval(part['difference_ci'])})")
+    print(f"prefill bias, scores: Mann-Whitney U p = {_number(bias['score_mann_whitney_p'])}")
+    for cited in report.get("cited") or []:
+        print(f"cited: {cited['statement']}")
 
 
 def _number(value) -> str:

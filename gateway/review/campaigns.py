@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.review import protocol
+from gateway.review.detectors import campaign_detectors
 from gateway.review.design import CorpusItem, assign_items, degrade, reviewer_tasks, sample_entries
 from gateway.review.results import Rating, campaign_results, system_validated
 from gateway.store import RunStore
@@ -175,6 +176,7 @@ def results_of(store: RunStore, campaign_id: str) -> dict:
         for summary in results["systems"]:
             summary["model_slug"] = campaign["models"].get(summary["system"])
             summary["validates"], summary["reasons"] = system_validated(results, summary["system"])
+        results["detectors"] = campaign_detectors(store, campaign, results)
     return {**campaign, "progress": progress, "results": results}
 
 
@@ -216,11 +218,14 @@ class ReviewCache:
         found = None if results is None else next(s for s in results["systems"] if s["system"] == run_id)
         if found is None:
             return {"campaign_id": campaign_id, "reviewers": 0, "items": 0, "mean": None, "z": None,
-                    "usable_share": None, "alpha": None, "validates": False, "reasons": ["no ratings yet"]}
+                    "usable_share": None, "alpha": None, "validates": False, "reasons": ["no ratings yet"],
+                    "detectors": []}
         used = [rater for rater in results["raters"] if not rater["excluded"]]
         return {"campaign_id": campaign_id, "reviewers": len(used), "items": found["items"], "mean": found["mean"],
                 "z": found["z"], "usable_share": found["usable_share"], "alpha": results["alpha"]["da"],
-                "validates": found["validates"], "reasons": found["reasons"]}
+                "validates": found["validates"], "reasons": found["reasons"],
+                # The detectors' confirmed shares this campaign may cite (gateway/review/detectors.py's bar).
+                "detectors": (results.get("detectors") or {}).get("cited", [])}
 
 
 def with_review(card: dict, review: dict) -> dict:

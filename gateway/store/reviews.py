@@ -220,3 +220,36 @@ def flags(connection: Connection, corpus_id: str | None = None, version: str | N
     if version is not None:
         query = query.where(reference_flags.c.corpus_version == version)
     return [{**row._asdict(), "created_at": utc(row.created_at).isoformat()} for row in connection.execute(query)]
+
+
+def rated_outputs(connection: Connection, campaign_id: str, kind: str) -> list[dict]:
+    """What the detectors' report reads (gateway/review/detectors.py), one row
+    per rating of a `kind` task: reviewer, entry id, system, score, spans,
+    decisions, `suggestions` (those shown; None when the item was shown
+    without), and the rated output, its source and its entry's stored values
+    (`scores`), from which the detectors' would-be suggestions are found."""
+    campaign = campaign_info(connection, campaign_id)
+    rows = connection.execute(
+        select(review_ratings.c.reviewer, review_ratings.c.system, review_ratings.c.score, review_ratings.c.spans,
+               review_ratings.c.decisions, review_tasks.c.entry_id, review_tasks.c.suggestions)
+        .join(review_tasks, and_(review_tasks.c.campaign_id == review_ratings.c.campaign_id,
+                                 review_tasks.c.reviewer == review_ratings.c.reviewer,
+                                 review_tasks.c.position == review_ratings.c.position))
+        .where(review_ratings.c.campaign_id == campaign_id, review_tasks.c.kind == kind)
+        .order_by(review_ratings.c.reviewer, review_ratings.c.position, review_ratings.c.system)).all()
+    entry_ids = sorted({row.entry_id for row in rows})
+    stored = {(row.run_id, row.entry_id): (row.prediction, row.scores) for row in connection.execute(
+        select(run_entries.c.run_id, run_entries.c.entry_id, run_entries.c.prediction, run_entries.c.scores)
+        .where(run_entries.c.run_id.in_(campaign.get("systems", [])), run_entries.c.entry_id.in_(entry_ids)))}
+    sources = {row.entry_id: (row.entry or {}).get("source", "") for row in connection.execute(
+        select(corpus_entries.c.entry_id, corpus_entries.c.entry).where(
+            corpus_entries.c.corpus_id == campaign["corpus_id"],
+            corpus_entries.c.version == campaign["corpus_version"], corpus_entries.c.entry_id.in_(entry_ids)))}
+    found = []
+    for row in rows:
+        prediction, scores = stored.get((row.system, row.entry_id), (None, None))
+        found.append({"reviewer": row.reviewer, "entry_id": row.entry_id, "system": row.system, "score": row.score,
+                      "spans": row.spans or [], "decisions": row.decisions or [],
+                      "suggestions": None if row.suggestions is None else row.suggestions.get(row.system, []),
+                      "output": prediction or "", "source": sources.get(row.entry_id, ""), "scores": scores or {}})
+    return found

@@ -356,6 +356,11 @@ class RunStore:
             reviews.campaign_info(connection, campaign_id)
             return reviews.ratings(connection, campaign_id)
 
+    def rated_outputs(self, campaign_id: str, kind: str) -> list[dict]:
+        """Each rating of a `kind` task with its suggestions, decisions and output (reviews.rated_outputs)."""
+        with self._connection() as connection:
+            return reviews.rated_outputs(connection, campaign_id, kind)
+
     def campaigns_of_runs(self, run_ids: list[str]) -> dict[str, list[str]]:
         with self._connection() as connection:
             return reviews.campaigns_of_runs(connection, run_ids)

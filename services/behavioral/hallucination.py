@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import compress
 from operator import eq
@@ -38,11 +39,27 @@ MAX_PERIOD = 16
 _TOKEN = re.compile(rf"{NUMBER_PATTERN}|[\w'’-]+")
 # Back-to-back copies language tolerates: "very very", "die die"; not three.
 _TOLERATED_WORD_COPIES = 1
+# Flagged stretches located per reason and entry, at most (the counts are always complete).
+MAX_SPANS = 20
 
 
 def tokens_of(text: str) -> list[str]:
     """Words and numbers (punctuation left out)."""
     return _TOKEN.findall(text)
+
+
+def _stretches(flagged: set[int], places: list[tuple[int, int]]) -> list[list[int]]:
+    """[start, end) character spans of the flagged tokens, neighbouring
+    tokens joined into one stretch (a loop is one span, not one per word)."""
+    stretches: list[list[int]] = []
+    previous = None
+    for index in sorted(flagged):
+        if previous is not None and index == previous + 1:
+            stretches[-1][1] = places[index][1]
+        else:
+            stretches.append(list(places[index]))
+        previous = index
+    return stretches[:MAX_SPANS]
 
 
 def _phrase_key(phrase: tuple[str, ...]) -> tuple[str, ...]:
@@ -114,19 +131,39 @@ def unsupported_numbers(tokens: list[str], source: str, reference: str,
     return set(unmatched[counterparts:])
 
 
-def hallucinated(output: str, source: str, reference: str, detachment: Detachment | None = None,
-                 is_number_word: Callable[[str], bool] | None = None) -> tuple[int, int, dict[str, list[str]]]:
-    """(flagged tokens, tokens, reasons: kind -> the flagged tokens; for a
-    detached output, the similarities that made it so). `is_number_word`
-    tells the source language's number words ("four"), where known."""
-    tokens = tokens_of(output)
+@dataclass
+class Findings:
+    flagged: int  # flagged tokens
+    tokens: int
+    reasons: dict[str, list] = field(default_factory=dict)  # kind -> the flagged tokens (detached: why)
+    # Kind -> [start, end) character spans of the flagged stretches of the output
+    # (what a reviewer is shown as suggested spans: gateway/review/prefill.py).
+    spans: dict[str, list[list[int]]] = field(default_factory=dict)
+
+
+def findings(output: str, source: str, reference: str, detachment: Detachment | None = None,
+             is_number_word: Callable[[str], bool] | None = None) -> Findings:
+    """The output's flagged tokens by kind, with where they stand. For a
+    detached output, the similarities that made it so (no span: all of it).
+    `is_number_word` tells the source language's number words ("four"), where known."""
+    matches = list(_TOKEN.finditer(output))
+    tokens = [match.group() for match in matches]
     if detachment is not None and detachment.detached and tokens:
-        return len(tokens), len(tokens), {"detached_from_source": [detachment.explanation()]}
+        return Findings(len(tokens), len(tokens), {"detached_from_source": [detachment.explanation()]})
     lowered = [token.lower() for token in tokens]
     checks = {
         "oscillation": oscillation(lowered, [token.lower() for token in tokens_of(reference)]),
         "number_not_in_source": unsupported_numbers(tokens, source, reference, is_number_word),
     }
     flagged = set().union(*checks.values())
-    reasons = {kind: [tokens[i] for i in sorted(found)] for kind, found in checks.items() if found}
-    return len(flagged), len(tokens), reasons
+    places = [match.span() for match in matches]
+    return Findings(len(flagged), len(tokens),
+                    {kind: [tokens[i] for i in sorted(found)] for kind, found in checks.items() if found},
+                    {kind: _stretches(found, places) for kind, found in checks.items() if found})
+
+
+def hallucinated(output: str, source: str, reference: str, detachment: Detachment | None = None,
+                 is_number_word: Callable[[str], bool] | None = None) -> tuple[int, int, dict[str, list[str]]]:
+    """(flagged tokens, tokens, reasons: kind -> the flagged tokens), as `findings` gives them."""
+    found = findings(output, source, reference, detachment, is_number_word)
+    return found.flagged, found.tokens, found.reasons

@@ -9,7 +9,7 @@ from champollion.core.words import words_of
 from services.behavioral.code_switching import CodeSwitchDetector
 from services.behavioral.detachment import RULE as DETACHED_RULE
 from services.behavioral.detachment import Detachment, detachments
-from services.behavioral.hallucination import MAX_PERIOD, hallucinated
+from services.behavioral.hallucination import MAX_PERIOD, findings
 from services.behavioral.lexicons import (
     LexiconMissing,
     lemma_table,
@@ -17,7 +17,7 @@ from services.behavioral.lexicons import (
     number_word_test,
     switch_tables,
 )
-from services.behavioral.numbers import numbers_in
+from services.behavioral.numbers import number_differences
 from services.behavioral.terminology import applies, lemmatised, rendering_used
 from services.contract import (
     BatchContext,
@@ -139,19 +139,21 @@ class BehavioralScorer:
                 stats["code_switching_rate"] = [float(len(switched)), float(len(words))]
 
             if wants_hallucination:
-                flagged, tokens, reasons = hallucinated(entry.prediction, entry.source, entry.reference, detachment,
-                                                        is_number_word)
-                values["hallucination_rate"] = _ratio(flagged, tokens)
-                values["hallucination_reasons"] = reasons
-                stats["hallucination_rate"] = [float(flagged), float(tokens)]
+                found = findings(entry.prediction, entry.source, entry.reference, detachment, is_number_word)
+                values["hallucination_rate"] = _ratio(found.flagged, found.tokens)
+                values["hallucination_reasons"] = found.reasons
+                values["hallucination_spans"] = found.spans
+                stats["hallucination_rate"] = [float(found.flagged), float(found.tokens)]
 
             if wants_terms:
                 self._terminology(entry, glossary, words, lemmas_of, lemmatised(entry.source, source_lemmas),
                                   values, stats, context)
 
             if wants_numbers:
-                mismatch = numbers_in(entry.source) != numbers_in(entry.prediction)
+                differences = number_differences(entry.source, entry.prediction)
+                mismatch = bool(differences["unmatched"] or differences["missing"])
                 values["number_mismatch"] = mismatch
+                values["number_mismatches"] = differences
                 stats["number_mismatch_rate"] = [float(mismatch), 1.0]
             outputs.append(EntryOutput(id=entry.id, values=values, stats=stats))
         labels = ({CONSISTENCY_LAYOUT: ",".join(str(len(t.renderings)) for t in glossary)}

@@ -39,3 +39,32 @@ def numbers_in(text: str) -> Counter:
 
 def tokens_with_numbers(text: str) -> list[str]:
     return [match.group() for match in _NUMBER.finditer(text)]
+
+
+# Numbers listed per entry and side, at most (number_mismatch itself is always exact).
+MAX_DIFFERENCES = 20
+
+
+def number_differences(source: str, output: str) -> dict[str, list]:
+    """Where the output's numbers differ from the source's (number_mismatch_rate):
+    `unmatched`, the [start, end) spans of output numbers the source has no
+    (further) copy of, the later copies of a value first; `missing`, the source
+    values (canonical) the output does not reproduce, in source order. Both
+    empty exactly when numbers_in(source) == numbers_in(output)."""
+    available = numbers_in(source)
+    unmatched = []
+    for match in _NUMBER.finditer(output):
+        value = canonical(match.group())
+        if available[value] > 0:
+            available[value] -= 1
+        else:
+            unmatched.append(list(match.span()))
+    produced = numbers_in(output)
+    missing = []
+    for match in _NUMBER.finditer(source):
+        value = canonical(match.group())
+        if produced[value] > 0:
+            produced[value] -= 1
+        else:
+            missing.append(value)
+    return {"unmatched": unmatched[:MAX_DIFFERENCES], "missing": missing[:MAX_DIFFERENCES]}

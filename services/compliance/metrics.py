@@ -8,7 +8,7 @@ repair_effectiveness is fixed raw violations / raw violations over the corpus.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from champollion import __version__
 from champollion.core.cards import LanguageCard
@@ -34,6 +34,8 @@ SIGNATURE = (
     + f"|version:{__version__}"
 )
 NO_RATE = [0.0, 0.0]
+# Invented placeholders located per entry, at most (the violations list them all).
+MAX_LOCATED = 20
 
 
 @dataclass
@@ -42,6 +44,8 @@ class OutputCheck:
     components: dict[str, float]
     # Multiset of (kind, item) pairs.
     violations: Counter
+    # [start, end) of each invented placeholder in the output.
+    invented_spans: list[list[int]] = field(default_factory=list)
 
     @property
     def index(self) -> float:
@@ -61,7 +65,17 @@ def check_output(source_placeholders: Counter, output: str, target: LanguageCard
     return OutputCheck(
         components={"variable_integrity": integrity.score, "quotes": quotes.score, "casing": casing.score},
         violations=violations,
+        invented_spans=_invented_spans(scan.located, integrity.invented),
     )
+
+
+def _invented_spans(located: list[tuple[str, int, int]], invented: Counter) -> list[list[int]]:
+    """Where the invented placeholders stand: of a placeholder the source has
+    fewer copies of, the output's last copies are the invented ones."""
+    spans = []
+    for token, count in invented.items():
+        spans += [[start, end] for name, start, end in located if name == token][-count:]
+    return sorted(spans)[:MAX_LOCATED]
 
 
 def _violation_labels(violations: Counter) -> list[str]:
@@ -77,6 +91,7 @@ def _failed_entry(entry: EntryInput) -> EntryOutput:
             "compliance_index_raw": None,
             "compliance_components": None,
             "compliance_violations": [],
+            "invented_placeholder_spans": [],
         },
         stats={"compliance_index": [0.0, 1.0], "compliance_index_raw": NO_RATE, "repair_effectiveness": NO_RATE},
     )
@@ -101,6 +116,7 @@ def score_entry(entry: EntryInput, target: LanguageCard) -> EntryOutput:
             "compliance_index_raw": None if raw is None else raw.index,
             "compliance_components": dict(post.components),
             "compliance_violations": _violation_labels(post.violations),
+            "invented_placeholder_spans": post.invented_spans,
         },
         stats={
             "compliance_index": [post.index, 1.0],

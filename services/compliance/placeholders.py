@@ -31,6 +31,8 @@ class PlaceholderScan:
     text with placeholder syntax blanked out (translatable text kept in place)."""
     tokens: Counter = field(default_factory=Counter)
     masked: str = ""
+    # (token, start, end) of each placeholder, in text order: where an invented one stands.
+    located: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 def _closing_brace(text: str, opening: int, end: int) -> int | None:
@@ -60,14 +62,19 @@ def _icu_branches(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return branches
 
 
-def _scan(text: str, start: int, end: int, tokens: Counter, syntax: list[tuple[int, int]]) -> None:
+def _scan(text: str, start: int, end: int, tokens: Counter, syntax: list[tuple[int, int]],
+          located: list[tuple[str, int, int]]) -> None:
+    def found(token: str, token_start: int, token_end: int) -> None:
+        tokens[token] += 1
+        located.append((token, token_start, token_end))
+
     index = start
     while index < end:
         char = text[index]
         if char == "{":
             double = DOUBLE_BRACE.match(text, index, end)
             if double:
-                tokens["{{" + " ".join(double.group(1).split()) + "}}"] += 1
+                found("{{" + " ".join(double.group(1).split()) + "}}", *double.span())
                 syntax.append(double.span())
                 index = double.end()
                 continue
@@ -76,14 +83,14 @@ def _scan(text: str, start: int, end: int, tokens: Counter, syntax: list[tuple[i
                 inner = text[index + 1:closing]
                 simple = BRACE_FIELD.fullmatch(inner)
                 if simple:
-                    tokens["{" + simple.group(1) + (simple.group(2) or "").strip() + "}"] += 1
+                    found("{" + simple.group(1) + (simple.group(2) or "").strip() + "}", index, closing + 1)
                     syntax.append((index, closing + 1))
                     index = closing + 1
                     continue
                 icu = ICU_HEAD.match(inner)
                 if icu:
-                    tokens["{" + icu.group(1) + ", " + icu.group(2) + "}"] += 1
-                    _scan_icu_branches(text, index + 1 + icu.end(), closing, tokens, syntax)
+                    found("{" + icu.group(1) + ", " + icu.group(2) + "}", index, closing + 1)
+                    _scan_icu_branches(text, index + 1 + icu.end(), closing, tokens, syntax, located)
                     syntax.append((index, index + 1 + icu.end()))
                     index = closing + 1
                     continue
@@ -93,14 +100,14 @@ def _scan(text: str, start: int, end: int, tokens: Counter, syntax: list[tuple[i
                 continue
             match = PYTHON_NAMED.match(text, index, end) or PRINTF.match(text, index, end)
             if match:
-                tokens[match.group()] += 1
+                found(match.group(), *match.span())
                 syntax.append(match.span())
                 index = match.end()
                 continue
         index += 1
 
 
-def _scan_icu_branches(text: str, start: int, closing: int, tokens: Counter, syntax: list) -> None:
+def _scan_icu_branches(text: str, start: int, closing: int, tokens: Counter, syntax: list, located: list) -> None:
     """Branch texts stay translatable; branch keywords (one, other, =0) and
     braces are syntax. A placeholder nested in several branches counts once:
     adding a plural category (few, many) must not look like an invention."""
@@ -108,7 +115,7 @@ def _scan_icu_branches(text: str, start: int, closing: int, tokens: Counter, syn
     previous_end = start
     for inner_start, inner_end in _icu_branches(text, start, closing):
         syntax.append((previous_end, inner_start))
-        _scan(text, inner_start, inner_end, nested, syntax)
+        _scan(text, inner_start, inner_end, nested, syntax, located)
         previous_end = inner_end
     syntax.append((previous_end, closing + 1))
     tokens.update(set(nested))
@@ -117,11 +124,12 @@ def _scan_icu_branches(text: str, start: int, closing: int, tokens: Counter, syn
 def scan_placeholders(text: str) -> PlaceholderScan:
     tokens: Counter = Counter()
     syntax: list[tuple[int, int]] = []
-    _scan(text, 0, len(text), tokens, syntax)
+    located: list[tuple[str, int, int]] = []
+    _scan(text, 0, len(text), tokens, syntax, located)
     chars = list(text)
     for span_start, span_end in syntax:
         chars[span_start:span_end] = " " * (span_end - span_start)
-    return PlaceholderScan(tokens=tokens, masked="".join(chars))
+    return PlaceholderScan(tokens=tokens, masked="".join(chars), located=located)
 
 
 @dataclass
