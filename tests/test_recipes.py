@@ -241,9 +241,9 @@ def test_recipe_a_family(tmp_path):
     edit(copy / "champollion/core/families.py", "\n)\nFAMILIES: dict",
          '\n    Family("toy", 50066, "the share of entries with an output"),\n)\nFAMILIES: dict')
     # 3. its metric's row, 4. its Scores field
-    edit(copy / "gateway/card/metrics.py", '    metric("repair_effectiveness", "compliance", in_shared_schema=False),\n',
-         '    metric("repair_effectiveness", "compliance", in_shared_schema=False),\n'
-         '    metric("toy_answered_rate", "toy", in_shared_schema=False, label="answered"),\n')
+    last_row = '    metric("repair_effectiveness", "compliance", in_shared_schema=False),\n'
+    edit(copy / "gateway/card/metrics.py", last_row,
+         last_row + '    metric("toy_answered_rate", "toy", in_shared_schema=False, label="answered"),\n')
     add_score_field(copy, "toy_answered_rate")
     hand_written = touched(copy)
     # 6. the generated deploy files
@@ -320,7 +320,8 @@ def test_recipe_a_store_column(tmp_path):
     after = {**make_card(model="after"), "temperature": 0.7}
     (tmp_path / "after.json").write_text(json.dumps(after), encoding="utf-8")
     run(copy, "-c", "import json, sys; from gateway.store import RunStore; store = RunStore.open(sys.argv[1]); "
-                    "store.save_run(json.load(open(sys.argv[2])), [[]]); store.close()", url, str(tmp_path / "after.json"))
+                    "store.save_run(json.load(open(sys.argv[2])), [[]]); store.close()",
+        url, str(tmp_path / "after.json"))
     with sqlite3.connect(tmp_path / "runs.sqlite") as connection:
         rows = dict(connection.execute("SELECT model_slug, temperature FROM runs").fetchall())
         (head,) = connection.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
