@@ -9,8 +9,11 @@ table (champollion/core/families.py):
   image, resources and replicas, with the components its row asks for;
 - deploy/k8s/{base,overlays/gpu}/kustomization.yaml: the families each
   deploys (between markers), GPU families in overlays/gpu only;
+- deploy/k8s/overlays/regional: a structural service per region of
+  REGIONS below (the languages it serves, the nodes it runs on) and the
+  overlay's list of them;
 - the gateway configs of base, overlays/gpu and overlays/regional (their
-  route tables; the regional one routes structural by REGIONS below).
+  route tables; the regional one routes structural by REGIONS).
 
     python deploy/generate.py           # write them
     python deploy/generate.py --check   # exit 1 and name the stale files
@@ -43,6 +46,9 @@ GATEWAY_SETTINGS = {"batch_size": 256, "deadline_seconds": 300, "max_in_flight":
 # overlays/regional: the structural service per region and the languages
 # each serves; a language served in several regions goes to the first.
 REGIONS = {"americas": ("crk", "eng", "spa"), "europe": ("nob", "eus", "spa")}
+REGIONAL_FAMILY = "structural"
+# The node label a regional service is scheduled by.
+REGION_LABEL = "champollion.io/region"
 # What the template (deploy/k8s/family/family.yaml) calls every family.
 TEMPLATE = "family"
 
@@ -79,19 +85,22 @@ def with_blocks(text: str, blocks: dict[str, list[str]]) -> str:
 
 # --- Kubernetes -------------------------------------------------------------------
 
-def family_kustomization(family: Family) -> str:
-    """deploy/k8s/families/<name>/kustomization.yaml: the template renamed
-    and set from the family's row, with the components it asks for."""
-    name, port, res = family.name, family.port, family.resources
-    args = ["serve", "--family", name, "--host", "0.0.0.0", "--port", str(port)]
+def family_kustomization(family: Family, folder: Path, name: str | None = None, region: str | None = None) -> str:
+    """The kustomization in `folder` (under deploy/k8s) of one service of
+    `family`: the template renamed (`name`, by default the family's) and
+    set from the family's row, with the components it asks for; a regional
+    service serves only its region's languages, on its region's nodes."""
+    name, port, res = name or family.name, family.port, family.resources
+    languages = ["--languages", ",".join(REGIONS[region])] if region else []
+    args = ["serve", "--family", family.name, "--host", "0.0.0.0", "--port", str(port), *languages]
     component = "app.kubernetes.io~1component"
     deployment = [
         ("replace", "/metadata/name", name),
         ("replace", f"/metadata/labels/{component}", name),
         ("replace", f"/spec/selector/matchLabels/{component}", name),
         ("replace", f"/spec/template/metadata/labels/{component}", name),
-        ("replace", "/spec/template/spec/containers/0/name", name),
-        ("replace", "/spec/template/spec/containers/0/image", f"champollion-{name}"),
+        ("replace", "/spec/template/spec/containers/0/name", family.name),
+        ("replace", "/spec/template/spec/containers/0/image", f"champollion-{family.name}"),
         ("replace", "/spec/template/spec/containers/0/args", args),
         ("replace", "/spec/template/spec/containers/0/ports/0/containerPort", port),
         ("replace", "/spec/template/spec/containers/0/readinessProbe/grpc/port", port),
@@ -107,6 +116,8 @@ def family_kustomization(family: Family) -> str:
     else:
         deployment.append(("replace", f"/spec/template/spec/topologySpreadConstraints/0/labelSelector/matchLabels/"
                                       f"{component}", name))
+    if region:  # label your node pools so
+        deployment.append(("add", "/spec/template/spec/nodeSelector", {REGION_LABEL: region}))
     patches = {
         "Deployment": deployment,
         "Service": [("replace", "/metadata/name", name), ("replace", f"/metadata/labels/{component}", name),
@@ -119,21 +130,27 @@ def family_kustomization(family: Family) -> str:
                                     ("replace", "/spec/minReplicas", res.min_replicas),
                                     ("replace", "/spec/maxReplicas", res.max_replicas)],
     }
-    components = [f"../../components/{part}" for part, wanted in
-                  (("analyzers", family.analyzers), ("gpu", family.gpu), (name, True))
+    to_k8s = "/".join([".."] * len(folder.parts))
+    components = [f"{to_k8s}/components/{part}" for part, wanted in
+                  (("analyzers", family.analyzers), ("gpu", family.gpu), (family.name, True))
                   if wanted and (REPO / K8S / "components" / part).is_dir()]
     document = {
         "apiVersion": "kustomize.config.k8s.io/v1beta1",
         "kind": "Kustomization",
-        "resources": ["../../family"],
+        "resources": [f"{to_k8s}/family"],
         **({"components": components} if components else {}),
         "patches": [{"target": {"kind": kind, "name": TEMPLATE}, "patch": _Block("\n".join(
             "- " + yaml.safe_dump({"op": op, "path": path, "value": value}, sort_keys=False,
                                   default_flow_style=True, width=1000).strip() for op, path, value in ops))}
                     for kind, ops in patches.items()],
-        "images": [{"name": f"champollion-{name}", "newTag": IMAGE_TAG}],
+        "images": [{"name": f"champollion-{family.name}", "newTag": IMAGE_TAG}],
     }
-    return f"# The {name} family: {family.summary}.\n" + NOTE + _yaml(document)
+    heading = f"# The {family.name} family: {family.summary}.\n"
+    if region:
+        heading = (f"# The {family.name} family for the {region} region: loads and serves only "
+                   f"{', '.join(REGIONS[region])};\n# a batch for another language is refused (FAILED_PRECONDITION). "
+                   f"The gateway's route table\n# sends each of them here.\n")
+    return heading + NOTE + _yaml(document)
 
 
 class _Block(str):
@@ -148,10 +165,6 @@ def _yaml(document) -> str:
     return yaml.safe_dump(document, sort_keys=False, default_flow_style=False, width=120)
 
 
-def kustomization_blocks(families: list[Family], to_families: str) -> dict[str, list[str]]:
-    return {"families": [f"  - {to_families}/{family.name}" for family in families]}
-
-
 def gateway_config(families: dict[str, object], heading: str) -> str:
     return heading + _yaml({"families": families, **GATEWAY_SETTINGS})
 
@@ -161,8 +174,9 @@ def gateway_configs() -> dict[Path, str]:
     routes: dict[str, str] = {}
     for region, languages in REGIONS.items():
         for language in languages:
-            routes.setdefault(language, address(f"structural-{region}", _port("structural")))
-    regional = {family.name: ({"routes": routes} if family.name == "structural" else address(family.name, family.port))
+            routes.setdefault(language, address(f"{REGIONAL_FAMILY}-{region}", _port(REGIONAL_FAMILY)))
+    regional = {family.name: ({"routes": routes} if family.name == REGIONAL_FAMILY else
+                              address(family.name, family.port))
                 for family in cpu}
     note = NOTE + "# gateway/server/config.py's format.\n"
     return {
@@ -190,15 +204,20 @@ def _port(name: str) -> int:
 
 def generated(root: Path = REPO) -> dict[Path, str]:
     """Every generated file's path (relative to `root`) and its text."""
-    files = {K8S / "families" / family.name / "kustomization.yaml": family_kustomization(family) for family in TABLE}
+    files = {K8S / "families" / family.name / "kustomization.yaml":
+             family_kustomization(family, Path("families", family.name)) for family in TABLE}
+    regional = next(family for family in TABLE if family.name == REGIONAL_FAMILY)
+    for region in REGIONS:
+        folder = Path("overlays/regional", f"{REGIONAL_FAMILY}-{region}")
+        files[K8S / folder / "kustomization.yaml"] = family_kustomization(regional, folder, folder.name, region)
     files.update(gateway_configs())
     files[DOCKERFILE] = with_blocks((root / DOCKERFILE).read_text(encoding="utf-8"), dockerfile_blocks())
-    for kustomization, families in (("base", [f for f in TABLE if not f.gpu]),
-                                    ("overlays/gpu", [f for f in TABLE if f.gpu])):
+    for kustomization, entries in (("base", [f"../families/{f.name}" for f in TABLE if not f.gpu]),
+                                   ("overlays/gpu", [f"../../families/{f.name}" for f in TABLE if f.gpu]),
+                                   ("overlays/regional", [f"{REGIONAL_FAMILY}-{region}" for region in REGIONS])):
         path = K8S / kustomization / "kustomization.yaml"
-        to_families = "/".join([".."] * len(Path(kustomization).parts)) + "/families"
         files[path] = with_blocks((root / path).read_text(encoding="utf-8"),
-                                  kustomization_blocks(families, to_families))
+                                  {"families": [f"  - {entry}" for entry in entries]})
     return files
 
 
