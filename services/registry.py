@@ -1,4 +1,4 @@
-"""Families implemented in this build, by name, for `champollion serve` and
+"""Families implemented in this build (the family table's), by name, for `champollion serve` and
 the embedded stack. A family absent here is reported as not configured.
 
 Each family is named by the import path of its scorer factory (as COMET
@@ -11,18 +11,14 @@ from typing import Callable
 
 import grpc
 
+from champollion.core.families import TABLE as FAMILY_TABLE
 from champollion.core.limits import DEFAULT_MAX_TEXT_CHARS
 from services.contract import FamilyScorer
 from services.servicer import FamilyServicer
 from services.workers import ScorerSpec
 
-SCORER_FACTORIES: dict[str, str] = {
-    "surface": "services.surface.factory:create_scorer",
-    "structural": "services.structural.factory:create_scorer",
-    "semantic": "services.semantic.factory:create_scorer",
-    "behavioral": "services.behavioral.factory:create_scorer",
-    "compliance": "services.compliance.factory:create_scorer",
-}
+# The family table (champollion/core/families.py) names each factory.
+SCORER_FACTORIES: dict[str, str] = {family.name: family.factory for family in FAMILY_TABLE}
 IMPLEMENTED: tuple[str, ...] = tuple(SCORER_FACTORIES)
 
 

@@ -33,7 +33,7 @@ def test_every_metric_and_numeric_column_has_one_format():
     assert {row.decimals for key, row in METRICS.items() if row.scale == 100.0} == {2}
     assert {row.decimals for key, row in METRICS.items() if row.scale == 1.0} == {4}
     numeric = {column.name for column in SPEC_COLUMNS if column.kind == REAL} | set(SORT_COLUMNS)
-    shown = {key for key, _ in BOARD_TABLE} | {key for key, _ in BOARD_COLUMNS if key in numeric}
+    shown = set(BOARD_TABLE) | {key for key, _ in BOARD_COLUMNS if key in numeric}
     assert shown <= numeric
     assert [column for column in sorted(numeric) if column_format(column) is None] == []
 

@@ -18,6 +18,7 @@ import base64
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +28,7 @@ import pytest
 import yaml
 
 from champollion.core.cards import default_registry
+from champollion.core.families import FAMILIES, FAMILY_NAMES, GATEWAY_PORT, TABLE as FAMILY_TABLE
 from gateway.server.config import GatewayConfig
 from gateway.server.tokens import TokenFile
 
@@ -38,17 +40,18 @@ DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
 KUBERNETES_VERSION = "1.33.0"
 NAMESPACE = "champollion"
 KUSTOMIZATIONS = ("base", "overlays/gpu", "overlays/regional")
-# Families each rendering deploys (by the family name passed to `serve`).
+# Families each rendering deploys (by the family name passed to `serve`):
+# the family table's, those that need a GPU in overlays/gpu only.
 EXPECTED_FAMILIES = {
-    "base": {"surface", "structural", "behavioral", "compliance"},
-    "overlays/gpu": {"surface", "structural", "semantic", "behavioral", "compliance"},
-    "overlays/regional": {"surface", "structural", "behavioral", "compliance"},
+    "base": {family.name for family in FAMILY_TABLE if not family.gpu},
+    "overlays/gpu": set(FAMILY_NAMES),
+    "overlays/regional": {family.name for family in FAMILY_TABLE if not family.gpu},
 }
 TARGET = re.compile(r"^dns:///(?P<service>[a-z0-9-]+)\.(?P<namespace>[a-z0-9-]+)\.svc\.cluster\.local:(?P<port>\d+)$")
 GPU = "nvidia.com/gpu"
 # Families that load the target language's analyzer (structural: FST acceptance;
 # behavioral: terminology and code-switching).
-ANALYZER_FAMILIES = {"structural", "behavioral"}
+ANALYZER_FAMILIES = {family.name for family in FAMILY_TABLE if family.analyzers}
 
 
 def kubectl() -> str:
@@ -163,11 +166,12 @@ def test_every_family_has_deployment_headless_service_pdb_and_hpa_with_grpc_prob
     deployments = servers(docs)
     # Nothing deployed that the gateway does not reach, and the reverse.
     assert set(deployments) == {*served, "gateway"}
-    for name, (family, service, port) in {**served, "gateway": ("gateway", services["gateway"], 50051)}.items():
+    for name, (family, service, port) in {**served, "gateway": ("gateway", services["gateway"], GATEWAY_PORT)}.items():
         deployment = deployment_behind(docs, service)
         assert deployment["metadata"]["name"] == name
         args = serve_args(deployment)
         assert args["--family"] == family and args["--port"] == str(port) and args["--host"] == "0.0.0.0"
+        assert port == (FAMILIES[family].port if family in FAMILIES else GATEWAY_PORT)
         # Plaintext HTTP/2 is said so; the gateway's port speaks TLS.
         plaintext = {} if "--tls-cert" in args else {"appProtocol": "kubernetes.io/h2c"}
         assert service["spec"]["ports"] == [{"name": "grpc", "port": port, "targetPort": "grpc",
@@ -277,7 +281,8 @@ def test_only_the_semantic_family_asks_for_gpus(kustomization):
     for name, deployment in servers(docs).items():
         pod = deployment["spec"]["template"]["spec"]
         gpu_limits = [c["resources"].get("limits", {}).get(GPU) for c in pod["containers"] + pod.get("initContainers", [])]
-        if serve_args(deployment)["--family"] == "semantic":
+        if FAMILIES[serve_args(deployment)["--family"]].gpu if serve_args(deployment)["--family"] in FAMILIES \
+                else False:
             assert kustomization == "overlays/gpu"
             assert gpu_limits == [1]
             requests = server_container(deployment)["resources"]["requests"]
@@ -335,10 +340,11 @@ def test_the_dockerfile_installs_each_familys_extras_only():
     extras = set(tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"])
     cases = dict(re.findall(r'^\s+([a-z|]+)\) extras="([^"]*)" ;;', text, re.M))
     by_family = {family: value for families, value in cases.items() for family in families.split("|")}
-    assert set(by_family) == {"gateway", "surface", "structural", "semantic", "behavioral", "compliance"}
+    assert set(by_family) == {"gateway", *FAMILY_NAMES}
     for family, value in by_family.items():
         assert set(filter(None, value.split(","))) <= extras, family
         assert "test" not in value
+        assert list(filter(None, value.split(","))) == list(FAMILIES[family].extras if family in FAMILIES else ())
     assert by_family["structural"] == "fst" and by_family["semantic"] == "comet"
     # The families that load analyzers get the hfst wheel.
     assert all("fst" in by_family[family].split(",") for family in ANALYZER_FAMILIES)
@@ -382,3 +388,29 @@ def test_the_web_front_shares_the_gateways_store_and_tokens(kustomization):
     service = objects(docs, "Service")["web"]
     assert deployment_behind(docs, service)["metadata"]["name"] == "web"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_the_generated_deploy_files_are_current():
+    """deploy/generate.py writes the Dockerfile's family selection, the
+    gateway configs and the family kustomizations from the family table:
+    what is committed is what it writes now."""
+    result = subprocess.run([sys.executable, str(REPO / "deploy" / "generate.py"), "--check"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    # One template, one kustomization per family: no hand copy of a family's manifests.
+    assert sorted(path.parent.name for path in (K8S / "families").glob("*/kustomization.yaml")) == \
+        sorted(FAMILY_NAMES)
+    assert not [path for path in (K8S / "base").glob("*.yaml") if path.stem in FAMILY_NAMES]
+
+
+def test_a_stale_deploy_file_is_named(tmp_path):
+    """A control: a gateway config edited by hand is reported stale."""
+    copy = tmp_path / "repo"
+    shutil.copytree(REPO / "deploy", copy / "deploy")
+    shutil.copytree(REPO / "champollion", copy / "champollion", ignore=shutil.ignore_patterns("native", "*.so"))
+    config = copy / "deploy" / "k8s" / "base" / "gateway-config.yaml"
+    config.write_text(config.read_text(encoding="utf-8").replace(":50061", ":50099"), encoding="utf-8")
+    result = subprocess.run([sys.executable, str(copy / "deploy" / "generate.py"), "--check"], capture_output=True,
+                            text=True, timeout=60, cwd=copy)
+    assert result.returncode == 1
+    assert result.stderr.strip() == "deploy/k8s/base/gateway-config.yaml: stale; run python deploy/generate.py"

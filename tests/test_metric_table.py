@@ -12,20 +12,16 @@ from champollion.core.columns import SPEC_COLUMNS
 from champollion.core.sacrebleu_adapter import SACREBLEU_METRICS
 
 from champollion.eval.v1 import run_card_pb2
-from gateway.card.metrics import CI_METRICS, FAMILIES, METRICS, PERCENT_METRICS, SCORE_KEYS, TABLE, WEIGHTS, Kind
+from gateway.card.metrics import CI_METRICS, FAMILIES, LABELS, METRICS, PERCENT_METRICS, SCORE_KEYS, TABLE, WEIGHTS
+from gateway.card.metrics import Kind
+from gateway.card.metrics import RUN_LEVEL_KEYS as TABLE_RUN_LEVEL_KEYS
 from gateway.card.reducers import CONSISTENCY_GROUPS
 from services.behavioral.metrics import CONSISTENCY_LAYOUT
 from services.registry import IMPLEMENTED, create_scorer
 from tests.conftest import load_schema
 
 # `scores` keys the gateway computes itself rather than reading from a family.
-RUN_LEVEL_KEYS = {
-    "composite", "quality_tier", "cost_adjusted",
-    "tokens_per_second", "entries_per_minute", "avg_latency_seconds", "median_latency_seconds",
-    "p95_latency_seconds",
-    "confidence_intervals", "confidence_intervals_by_tier", "by_difficulty", "by_provenance",
-    "total", "evaluated", "errors", "adequacy_rate",
-}
+RUN_LEVEL_KEYS = set(TABLE_RUN_LEVEL_KEYS)
 PROTO_TYPE = {Kind.STATISTIC: FieldDescriptor.TYPE_DOUBLE, Kind.COUNT: FieldDescriptor.TYPE_INT64,
               Kind.LABEL: FieldDescriptor.TYPE_STRING}
 SCHEMA_TYPE = {Kind.STATISTIC: "number", Kind.COUNT: "integer", Kind.LABEL: "string"}
@@ -137,3 +133,28 @@ def test_the_metric_table_agrees_with_scorers_proto_and_schema():
 
 def test_the_store_and_report_take_their_metric_facts_from_the_table():
     assert consumer_problems() == []
+
+
+def test_every_front_door_heads_a_metric_with_the_tables_label(monkeypatch):
+    """A label changed in the table alone changes the CLI's board and
+    comparison headers, the report's board and breakdown headers, the web's
+    entry columns and the corpus check's words."""
+    from apps.report import render
+    from gateway.card import display
+    from gateway.corpus_check import results
+
+    assert LABELS["chrf_plus_plus"] == "chrF++" and LABELS["length_ratio"] == "length_ratio"
+    relabelled = {**LABELS, "chrf_plus_plus": "CHRF-X"}
+    for module in (display, results):  # each reads the table's LABELS
+        monkeypatch.setattr(module, "LABELS", relabelled)
+    assert display.column_label("chrf_plus_plus") == "CHRF-X"
+    assert display.column_label("corpus_bleu") == "BLEU"  # a §9.1 column is headed by its metric's label
+    assert results.RuleResult("power", True, "").as_dict()["asks"] == "detects the purpose's CHRF-X difference"
+    # A fresh environment: Jinja folds a filter of a constant into the compiled template.
+    page = render.environment.__wrapped__().from_string(
+        '{% import "macros.html.j2" as m %}{{ m.breakdown_tables(b) }}').render(
+        b={"by_domain": [(type("R", (), {"label": "run"})(), {"news": {"n": 1}}, None)]})
+    assert "<th>CHRF-X</th>" in page and "<th>exact match</th>" in page
+    columns = dict(render.BOARD_COLUMNS)
+    assert (columns["chrf_plus_plus"], columns["corpus_bleu"], columns["exact_match_rate"]) == \
+        (LABELS["chrf_plus_plus"], LABELS["bleu"], LABELS["exact_match_rate"])

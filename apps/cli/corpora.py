@@ -10,6 +10,7 @@ from tabulate import tabulate
 
 from apps.cli.common import EXIT_INVALID_INPUT, CliError, reading_client, write_json
 from apps.inputs import InputError, load_corpus
+from champollion.core.tiers import RETIRED_TIERS, SECRET_TIERS
 
 
 # How the gateway replaces, for a submitter, a secret tier's findings about its
@@ -66,7 +67,7 @@ def _check_cell(info: dict) -> str:
 
 def _set_corpus_tier(args, allowed: tuple[str, ...], command: str) -> int:
     if args.to not in allowed:
-        other = "retire" if args.to == "dev" else "promote"
+        other = "retire" if args.to in RETIRED_TIERS else "promote"
         raise CliError(f"--to: `corpus {command}` moves a corpus to {' or '.join(allowed)}; "
                        f"to move it to {args.to!r} use `corpus {other}`", EXIT_INVALID_INPUT)
     with reading_client(args) as client:
@@ -79,11 +80,11 @@ def _set_corpus_tier(args, allowed: tuple[str, ...], command: str) -> int:
 
 def cmd_corpus_retire(args) -> int:
     # Rotation (seed 001 §5.3): a retired holdout becomes public, a dev set.
-    return _set_corpus_tier(args, ("dev",), "retire")
+    return _set_corpus_tier(args, RETIRED_TIERS, "retire")
 
 
 def cmd_corpus_promote(args) -> int:
-    return _set_corpus_tier(args, ("holdout", "gold"), "promote")
+    return _set_corpus_tier(args, SECRET_TIERS, "promote")
 
 
 def cmd_corpus_list(args) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from tabulate import tabulate
 
-from gateway.card.display import metric_text
+from gateway.card.display import column_label, metric_text
 from gateway.card.metrics import METRICS
 
 # At most this many warnings are printed; the card keeps them all.
@@ -222,7 +222,7 @@ def comparison_table(names: Sequence[str], cards: Sequence[dict], comparisons: S
     under each value (* where significant)."""
     compared = [metric for metric in (*METRICS, "composite")
                 if any(metric in comparison["metrics"] for comparison in comparisons)]
-    headers = ["system", *(_column(metric) for metric in compared)]
+    headers = ["system", *map(column_label, compared)]
     rows = [[f"Baseline: {names[0]}", *(_cell(metric, cards[0]) for metric in compared)]]
     for name, card, comparison in zip(names[1:], cards[1:], comparisons):
         rows.append([name, *(_cell(metric, card) for metric in compared)])
@@ -239,11 +239,6 @@ def comparison_table(names: Sequence[str], cards: Sequence[dict], comparisons: S
     lines.append(style.dim(f"values: the run's value [95% bootstrap CI]; (p = ...): {method} against the baseline, "
                            f"{test.get('samples')} {samples}, seed {test.get('seed')}; * significant: {rule}"))
     return lines
-
-
-def _column(metric_id: str) -> str:
-    return metric_id if metric_id not in METRICS or METRICS[metric_id].scale != 100.0 else \
-        {"chrf_plus_plus": "chrF++", "bleu": "BLEU", "ter": "TER"}.get(metric_id, metric_id)
 
 
 def _p_text(test: dict | None) -> str:

@@ -16,11 +16,13 @@ import textwrap
 from champollion import __version__
 from apps.cli.common import TOKEN_VARIABLE
 from champollion.core.corpus_rules import PURPOSES
+from champollion.core.families import FAMILY_NAMES, GATEWAY_PORT
 from champollion.core.roles import ROLES
+from champollion.core.tiers import RETIRED_TIERS, SECRET_TIERS, TABLE as TIER_TABLE
 from champollion.core.sampling import CORRECTIONS, DEFAULT_RESAMPLES, DEFAULT_SEED, DEFAULT_TRIALS
 from champollion.core.sampling import METHODS as COMPARE_METHODS
 
-DEFAULT_PORT = 50051
+DEFAULT_PORT = GATEWAY_PORT
 SERVE_HOST = "127.0.0.1"  # serve's default --host
 # Columns a command's description is filled to (argparse's own default width).
 HELP_WIDTH = 78
@@ -96,6 +98,12 @@ class CommandParser(argparse.ArgumentParser):
         self.register("action", "parsers", _LazyCommands)
 
 
+def _either(words) -> str:
+    """"a, b or c": the tier table's names as the help writes them."""
+    words = list(words)
+    return " or ".join(filter(None, (", ".join(words[:-1]), words[-1])))
+
+
 def _comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
@@ -142,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="compute only these metrics (run-card keys or short names: bleu, chrf, ter, comet, "
                                "...); the others are null, 'not requested'")
     evaluate.add_argument("--families", type=_comma_list, action="extend", metavar="F,F",
-                          help="run only these families (surface, structural, semantic, behavioral, compliance)")
+                          help=f"run only these families ({', '.join(FAMILY_NAMES)})")
     evaluate.add_argument("--paired", choices=COMPARE_METHODS, default=None,
                           help="several systems: the paired test against the first, bs (bootstrap, the default) "
                                "or ar (approximate randomization), as sacreBLEU's --paired-bs / --paired-ar")
@@ -377,8 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     register = corpus_commands.add_parser("register", help="register a corpus (a new version of it with "
                                                            "--new-version) with its secrecy tier")
     register.add_argument("corpus", help="corpus JSON (object with id, languages and entries)")
-    register.add_argument("--tier", required=True, help="dev (public), holdout (references private) or "
-                                                        "gold (fully private)")
+    register.add_argument("--tier", required=True, help=_either(f"{tier.name} ({tier.words})" for tier in TIER_TABLE))
     register.add_argument("--new-version", action="store_true",
                           help="record content that differs from the registered versions as the next version")
     check = corpus_commands.add_parser("check", help="a corpus against the design rules: sizes, mixes, phenomena, "
@@ -395,8 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--strict", action="store_true", help="exit 1 when a required rule fails")
     check.set_defaults(handler=_run_from("apps.cli.corpus_check", "cmd_corpus_check"))
     listing = corpus_commands.add_parser("list", help="every registered corpus version and its tier")
-    retire = corpus_commands.add_parser("retire", help="rotation: move a corpus version to dev (public)")
-    promote = corpus_commands.add_parser("promote", help="rotation: move a corpus version to holdout or gold")
+    retire = corpus_commands.add_parser("retire",
+                                        help=f"rotation: move a corpus version to {_either(RETIRED_TIERS)} (public)")
+    promote = corpus_commands.add_parser("promote", help=f"rotation: move a corpus version to {_either(SECRET_TIERS)}")
     sources = corpus_commands.add_parser("sources", help="a corpus version's sources as JSON Lines "
                                                          "{id, source, domain, difficulty}")
     for parser_, handler in ((retire, "cmd_corpus_retire"), (promote, "cmd_corpus_promote"),
@@ -405,11 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
         parser_.add_argument("--version", help="version hash, hash prefix (6+ characters) or number "
                                                "(default: the latest)")
         parser_.set_defaults(handler=_run_from("apps.cli.corpora", handler))
-    retire.add_argument("--to", required=True, help="dev")
-    promote.add_argument("--to", required=True, help="holdout or gold")
+    retire.add_argument("--to", required=True, help=_either(RETIRED_TIERS))
+    promote.add_argument("--to", required=True, help=_either(SECRET_TIERS))
     for parser_ in (register, promote):
         parser_.add_argument("--accept-check-failures", metavar="REASON",
-                             help="enter holdout or gold although the corpus check's gate fails (sizes, "
+                             help=f"enter {_either(SECRET_TIERS)} although the corpus check's gate fails (sizes, "
                                   "provenance); the reason is kept in the tier history")
     register.set_defaults(handler=_run_from("apps.cli.corpora", "cmd_corpus_register"))
     listing.set_defaults(handler=_run_from("apps.cli.corpora", "cmd_corpus_list"))

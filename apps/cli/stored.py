@@ -223,20 +223,19 @@ def cmd_leaderboard(args) -> int:
     return 0
 
 
-# The table's value columns (row key, header); a board sorted by another
-# column shows it first.
-BOARD_TABLE = (("composite_score", "composite"), ("chrf_plus_plus", "chrF++"), ("corpus_bleu", "BLEU"),
-               ("ter", "TER"), ("cost_per_entry_usd", "cost/entry"), ("cost_adjusted", "cost_adjusted"))
+# The table's value columns (row keys; headers: display.column_label); a
+# board sorted by another column shows it first.
+BOARD_TABLE = ("composite_score", "chrf_plus_plus", "corpus_bleu", "ter", "cost_per_entry_usd", "cost_adjusted")
 
 
 def _board_table(rows: list[dict], first: str, first_cell, sort: str | None = None) -> str:
     """The rows as a table; the `sort` column's values with their interval,
     and a blank line between significance clusters."""
     columns = list(BOARD_TABLE)
-    if sort is not None and sort not in dict(columns):
-        columns.insert(0, (sort, sort))
+    if sort is not None and sort not in columns:
+        columns.insert(0, sort)
 
-    from gateway.card.display import column_text  # the metric table's formats: not for `--json`
+    from gateway.card.display import column_label, column_text  # the metric table's: not for `--json`
 
     def cell(row: dict, key: str) -> str:
         interval = row.get("ci") if key == sort else None
@@ -245,9 +244,9 @@ def _board_table(rows: list[dict], first: str, first_cell, sort: str | None = No
             if interval else text
 
     table = tabulate(
-        [[first_cell(row), row["model_slug"], *(cell(row, key) for key, _ in columns),
+        [[first_cell(row), row["model_slug"], *(cell(row, key) for key in columns),
           ", ".join(flag for flag in row_flags(row) if not flag.startswith("floor"))] for row in rows],
-        headers=[first, "model", *(header for _, header in columns), "flags"],
+        headers=[first, "model", *map(column_label, columns), "flags"],
         disable_numparse=True,
     )
     return "\n".join(_between_clusters(table.splitlines(), [row.get("cluster") for row in rows]))

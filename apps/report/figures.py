@@ -21,7 +21,7 @@ from apps.report.model import (
     pareto_front,
     withheld_groups,
 )
-from gateway.card.metrics import CI_METRICS, PERCENT_METRICS
+from gateway.card.metrics import CI_METRICS, LABELS, PERCENT_METRICS
 from gateway.card.pairs import SeenPair, headline_metrics, ranked
 
 # Metrics with bootstrap intervals, by scale (the metric table's): one bar chart each.
@@ -166,7 +166,7 @@ def group_charts(runs: list[Run]) -> list[Figure]:
             minus.append(value - interval["ci_lower"] if interval and value is not None else None)
         figure.add_bar(name=text(run.label), x=[f"tier {t}" for t in tiers], y=values,
                        error_y={"type": "data", "array": plus, "arrayminus": minus, "visible": True})
-    title = "chrF++ by difficulty tier, 95% CI within each tier"
+    title = f"{LABELS['chrf_plus_plus']} by difficulty tier, 95% CI within each tier"
     if figure.data:
         found.append(_figure("by-difficulty", title, figure, "; ".join(sorted(withheld_notes)) or None,
                              barmode="group"))

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from champollion.core.tiers import is_secret
 from gateway.card.adequacy import gated_statistics, inadequate_entries
 from gateway.card.breakdowns import breakdown
 from gateway.card.compare import ComparableRun, CompareRefused, compare_run_cards
@@ -24,8 +25,6 @@ EntryInputs = Mapping[str, Mapping[str, object]]
 # Scores rows, in reading order: the composite first, then the metric table's order.
 SCORE_ROWS = ("composite", "quality_tier", *METRICS)
 WORST_ENTRIES = 20
-# Corpus tiers whose run cards must not show references.
-PRIVATE_TIERS = frozenset({"holdout", "gold"})
 # Texts an entry may carry itself (run cards from this gateway carry none).
 TEXT_FIELDS = ("source", "reference", "prediction", "domain")
 
@@ -52,7 +51,7 @@ class Run:
 
     @property
     def private_references(self) -> bool:
-        return (self.card.get("dataset") or {}).get("tier") in PRIVATE_TIERS
+        return is_secret(self.card)
 
     def texts(self, entry: dict) -> dict:
         """An entry's texts and facts: the run's files, else what the entry

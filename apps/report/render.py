@@ -31,18 +31,15 @@ from apps.report.model import (
     warnings_by_text,
     worst_entries,
 )
-from gateway.card.display import column_text, metric_text
+from gateway.card.display import column_label, column_text, metric_text
 from gateway.card.metrics import METRICS
 
-# Leaderboard columns: (row key, header); the rest of a row shows as flags.
-BOARD_COLUMNS = (
-    ("rank", "rank"), ("model_slug", "model"), ("composite_score", "composite"), ("quality_tier", "tier"),
-    ("chrf_plus_plus", "chrF++"), ("corpus_bleu", "BLEU"), ("exact_match_rate", "exact"),
-    ("fst_acceptance_rate", "FST"), ("semantic_score", "semantic"), ("comet_score", "COMET"),
-    ("cost_per_entry_usd", "cost/entry"), ("cost_adjusted", "cost_adjusted"),
-    ("tokens_per_second", "tokens/s"), ("avg_latency_seconds", "latency (s)"), ("condition", "condition"),
-    ("run_id", "run"),
-)
+# Leaderboard columns: (row key, header: the metric table's label for a
+# metric); the rest of a row shows as flags.
+BOARD_COLUMNS = tuple((key, column_label(key)) for key in (
+    "rank", "model_slug", "composite_score", "quality_tier", "chrf_plus_plus", "corpus_bleu", "exact_match_rate",
+    "fst_acceptance_rate", "semantic_score", "comet_score", "cost_per_entry_usd", "cost_adjusted",
+    "tokens_per_second", "avg_latency_seconds", "condition", "run_id"))
 
 
 # How a page shows a board's significance clusters (tr.cluster-0 / cluster-1).
@@ -86,6 +83,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["number"] = number
     env.filters["score"] = score_text
+    env.filters["label"] = column_label
     return env
 
 

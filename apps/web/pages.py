@@ -16,12 +16,13 @@ from apps.client import ranks_explained, split_floor
 from apps.report.model import Run, score_rows
 from apps.report.render import BOARD_COLUMNS, SHADING, board_rows, render_report
 from apps.web.rendering import REPORT_CSP, Front, PageError
+from gateway.card.display import column_label
 from gateway.card.pairs import SeenPair, headline_metrics, ranked
 from gateway.server.access import check_read, is_maintainer
 from gateway.server.comparisons import board_pairs
 from gateway.server.readings import corpora_for, leaderboard_for, run_for, runs_for
 
-ENTRY_COLUMNS = (("composite", "composite"), ("chrf_plus_plus", "chrF++"), ("semantic_score", "semantic"))
+ENTRY_COLUMNS = tuple((key, column_label(key)) for key in ("composite", "chrf_plus_plus", "semantic_score"))
 TRUE = ("1", "true", "yes", "on")
 
 

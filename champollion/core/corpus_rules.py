@@ -10,8 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-PURPOSES = ("dev", "holdout", "gold")
+from champollion.core.tiers import TIER_NAMES
+
+# A corpus is checked for the tier it is meant for (the tier table).
+PURPOSES = TIER_NAMES
 REQUIRED, RECOMMENDED = "required", "recommended"
+# The metric seed 001 §6.3 states power in. Words below name it "{metric}":
+# the corpus check writes its label from the metric table (results.with_label).
+POWER_METRIC = "chrf_plus_plus"
 
 
 @dataclass(frozen=True)
@@ -76,14 +82,12 @@ RULES = (
          "this project (each item counts once)"),
     Rule("untranslated", RECOMMENDED, "no reference identical to its source", "seed 001 §4.4"),
     # chrF++ points the paired bootstrap should detect (p < 0.05, 80% power).
-    Rule("power", RECOMMENDED, "detects the purpose's chrF++ difference", "seed 001 §6.3",
+    Rule("power", RECOMMENDED, "detects the purpose's {metric} difference", "seed 001 §6.3",
          {"dev": 5.0, "holdout": 2.0, "gold": 2.0}),
     Rule("rotation", RECOMMENDED, "a holdout replaced after 12 months in use", "seed 001 §5.3", 12),
 )
 RULE = {rule.id: rule for rule in RULES}
 GATE_RULES = tuple(rule.id for rule in RULES if rule.gate)
-# Registering or promoting into these tiers runs the gate.
-GATED_TIERS = ("holdout", "gold")
 
 # Seed 001 §6.2: what every corpus covers, whatever the pair. Each: id,
 # words, and the labels (normalised: lower case, '_' between words) also
@@ -137,9 +141,9 @@ DATE_FIELDS = ("source_date", "translation_date")
 # entries, chrF++ points a paired bootstrap of 1,000 resamples detects at
 # p < 0.05, what it says).
 RULE_OF_THUMB = (
-    (0, 5.0, "fewer than about 100 entries: differences under about 5 chrF++ points cannot be detected reliably"),
-    (100, 5.0, "100 to 199 entries: about 5 chrF++ points"),
-    (200, 2.0, "200 entries or more: about 2 chrF++ points at p < 0.05"),
+    (0, 5.0, "fewer than about 100 entries: differences under about 5 {metric} points cannot be detected reliably"),
+    (100, 5.0, "100 to 199 entries: about 5 {metric} points"),
+    (200, 2.0, "200 entries or more: about 2 {metric} points at p < 0.05"),
 )
 
 
@@ -151,7 +155,7 @@ class PowerSettings:
     draws: int = 200  # simulated corpora per estimate
     seed: int = 12345
     # Metrics estimated, with the scale their differences are given on.
-    metrics: tuple = field(default=(("chrf_plus_plus", "chrF++ points"), ("composite", "composite (0-1)")))
+    metrics: tuple = field(default=((POWER_METRIC, "{metric} points"), ("composite", "composite (0-1)")))
 
 
 POWER = PowerSettings()

@@ -8,11 +8,11 @@ from collections import Counter
 
 import numpy as np
 
-from champollion.core.corpus_rules import RULE, RULE_OF_THUMB
+from champollion.core.corpus_rules import POWER_METRIC, RULE, RULE_OF_THUMB
 from gateway.card.bootstrap import confidence_intervals, missing_interval_warnings
 from gateway.card.composite import compute_composite
 from gateway.card.corpus import corpus_values
-from gateway.card.metrics import TIER_CI_METRICS, WEIGHTS
+from gateway.card.metrics import LABELS, TIER_CI_METRICS, WEIGHTS
 
 # Minimum corpus sizes for statistical reliability (seed 001 §6.3), from the
 # corpus rules' table: an evaluation set is a holdout's minimum.
@@ -69,7 +69,8 @@ def size_warnings(total: int, domains: Counter, difficulties: Counter) -> list[s
     if total < MIN_EVALUATION_ENTRIES:
         warnings.append(
             f"corpus has {total} entries, below the {MIN_EVALUATION_ENTRIES}-entry minimum of an evaluation set: "
-            f"the paired bootstrap cannot detect differences under about {RULE_OF_THUMB[0][1]:g} chrF++ points"
+            f"the paired bootstrap cannot detect differences under about {RULE_OF_THUMB[0][1]:g} "
+            f"{LABELS[POWER_METRIC]} points"
         )
     for label, counts in (("domain", domains), ("difficulty tier", difficulties)):
         small = sorted((key, n) for key, n in counts.items() if n < MIN_PER_GROUP)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from champollion.core.columns import SPEC_COLUMNS
-from gateway.card.metrics import METRICS
+from gateway.card.metrics import LABELS, METRICS
 
 # The composite is no row of the metric table; it is a 0-1 score as the rates.
 COMPOSITE_DECIMALS = 4
@@ -29,9 +29,27 @@ OTHER_COLUMNS = {
     "elapsed_seconds": ".1f",
 }
 
+# Headers of board columns and card values that are no metric of the table
+# (a metric's header is its `label` there).
+OTHER_LABELS = {
+    "composite_score": "composite",
+    "quality_tier": "tier",
+    "model_slug": "model",
+    "cost_per_entry_usd": "cost/entry",
+    "tokens_per_second": "tokens/s",
+    "avg_latency_seconds": "latency (s)",
+    "run_id": "run",
+}
+
 # Each §9.1 column that holds a run-card score: the score's metric.
 _COLUMN_METRICS = {column.name: column.path[1] for column in SPEC_COLUMNS
                    if len(column.path) == 2 and column.path[0] == "scores" and column.path[1] in METRICS}
+
+
+def column_label(column: str) -> str:
+    """A board column's or a score's header: the metric table's label for
+    a metric (under its own key or its §9.1 column's), else the name."""
+    return LABELS.get(_COLUMN_METRICS.get(column, column)) or OTHER_LABELS.get(column, column)
 
 
 def metric_format(metric_id: str) -> str:

@@ -59,6 +59,13 @@ class ScoreKey:
     # display.py: the CLI's summaries and tables, the boards): one format per
     # metric, so a column never shows 0.01 beside 0.003333.
     decimals: int = 4
+    # Its name for people: column headers and summaries of the CLI, the
+    # report, the web and the corpus check (the key when not given).
+    label: str = ""
+
+    def __post_init__(self):
+        if not self.label:
+            object.__setattr__(self, "label", self.key)
 
 
 def _weights(**by_profile: float) -> Mapping[str, float]:
@@ -73,7 +80,7 @@ def count(key: str, family: str, of: str) -> ScoreKey:
     return ScoreKey(key, family, Kind.COUNT, count_of=of)
 
 
-def label(key: str, family: str, of: str) -> ScoreKey:
+def run_label(key: str, family: str, of: str) -> ScoreKey:
     return ScoreKey(key, family, Kind.LABEL, label_of=of)
 
 
@@ -82,29 +89,32 @@ def label(key: str, family: str, of: str) -> ScoreKey:
 TABLE: tuple[ScoreKey, ...] = (
     # §2.1 surface
     metric("exact_match_rate", "surface", weights=_weights(A=0.05, B=0.10),
-           interval=True, tier_interval=True, compared=True, aliases=("exact", "em")),
+           interval=True, tier_interval=True, compared=True, aliases=("exact", "em"), label="exact match"),
     count("exact_matches", "surface", of="exact_match_rate"),
     metric("equivalent_match_rate", "surface", weights=_weights(A=0.10, B=0.15),
            compared=True, plugin_family="structural", aliases=("equivalent",)),
     count("equivalent_matches", "surface", of="equivalent_match_rate"),
     metric("chrf_plus_plus", "surface", sacrebleu_score("chrf_plus_plus"), weights=_weights(A=0.15, B=0.25),
            scale=100.0, decimals=2, interval=True, tier_interval=True, compared=True,
-           aliases=("chrf", "chrf++", "chrf2++")),
-    metric("bleu", "surface", sacrebleu_score("bleu"), scale=100.0, decimals=2, interval=True, compared=True),
+           aliases=("chrf", "chrf++", "chrf2++"), label="chrF++"),
+    metric("bleu", "surface", sacrebleu_score("bleu"), scale=100.0, decimals=2, interval=True, compared=True,
+           label="BLEU"),
     # sacreBLEU's TER is a percentage of reference words (above 100 when the
     # edits outnumber them): its scale is that of chrF++ and BLEU.
-    metric("ter", "surface", sacrebleu_score("ter"), scale=100.0, decimals=2, lower_is_better=True, compared=True),
+    metric("ter", "surface", sacrebleu_score("ter"), scale=100.0, decimals=2, lower_is_better=True, compared=True,
+           label="TER"),
     metric("length_ratio", "surface", aliases=("length",)),
     # §2.2 structural
     metric("fst_acceptance_rate", "structural", weights=_weights(A=0.25), interval=True, compared=True,
-           aliases=("fst",)),
+           aliases=("fst",), label="FST"),
     count("fst_accepted", "structural", of="fst_acceptance_rate"),
     metric("morphological_accuracy", "structural", weights=_weights(A=0.15), aliases=("morphology",)),
     metric("orthographic_accuracy", "structural", weights=_weights(B=0.05), aliases=("orthography",)),
     # §2.3 semantic
-    metric("semantic_score", "semantic", weights=_weights(A=0.15, B=0.25), plugin_family="structural"),
-    metric("comet_score", "semantic", interval=True, compared=True, aliases=("comet",)),
-    label("comet_model", "semantic", of="comet_score"),
+    metric("semantic_score", "semantic", weights=_weights(A=0.15, B=0.25), plugin_family="structural",
+           label="semantic"),
+    metric("comet_score", "semantic", interval=True, compared=True, aliases=("comet",), label="COMET"),
+    run_label("comet_model", "semantic", of="comet_score"),
     # §2.4 behavioral
     metric("code_switching_rate", "behavioral", weights=_weights(A=0.05, B=0.10), lower_is_better=True,
            aliases=("code_switching",)),
@@ -118,6 +128,18 @@ TABLE: tuple[ScoreKey, ...] = (
     metric("compliance_index", "compliance", in_shared_schema=False),
     metric("compliance_index_raw", "compliance", in_shared_schema=False),
     metric("repair_effectiveness", "compliance", in_shared_schema=False),
+)
+
+# The `scores` keys the gateway computes itself from the families' statistics
+# and the run's own facts, never read from a family: the composite and its
+# tier (composite.py), costs and speeds (costs.py), intervals and breakdowns
+# (bootstrap.py, breakdowns.py), entry counts and the adequacy gates.
+RUN_LEVEL_KEYS: tuple[str, ...] = (
+    "composite", "quality_tier", "cost_adjusted",
+    "tokens_per_second", "entries_per_minute", "avg_latency_seconds", "median_latency_seconds",
+    "p95_latency_seconds",
+    "confidence_intervals", "confidence_intervals_by_tier", "by_difficulty", "by_provenance",
+    "total", "evaluated", "errors", "adequacy_rate",
 )
 
 # --- derived views -------------------------------------------------------------
@@ -140,6 +162,7 @@ CI_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.interval)
 PERCENT_METRICS: tuple[str, ...] = tuple(key for key, row in METRICS.items() if row.scale == 100.0)
 TIER_CI_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.tier_interval)
 COMPARED_METRICS: tuple[str, ...] = tuple(row.key for row in TABLE if row.compared)
+LABELS: Mapping[str, str] = MappingProxyType({row.key: row.label for row in TABLE})
 PLUGIN_OVERRIDES: Mapping[str, str] = MappingProxyType(
     {row.key: row.plugin_family for row in TABLE if row.plugin_family}
 )

@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 
 from champollion.core.analyzers import AnalyzerRegistry
 from champollion.core.cards import CardRegistry, UnknownLanguage
-from champollion.core.corpus_rules import GATE_RULES, GATED_TIERS, POWER, PURPOSES, RECOMMENDED, REQUIRED, RULES
+from champollion.core.corpus_rules import GATE_RULES, POWER, PURPOSES, RECOMMENDED, REQUIRED, RULES
+from champollion.core.tiers import GATED_TIERS
 from gateway.card.compare import ComparableRun
 from gateway.corpus_check.coverage import analyzer_coverage
 from gateway.corpus_check.distribution import check_distribution

@@ -20,13 +20,13 @@ from statistics import median
 
 import numpy as np
 
-from champollion.core.corpus_rules import POWER, RULE, RULE_OF_THUMB, PowerSettings
+from champollion.core.corpus_rules import POWER, POWER_METRIC, RULE, RULE_OF_THUMB, PowerSettings
 from gateway.card.bootstrap import resampled_sums
 from gateway.card.compare import ComparableRun, CompareRefused, paired_bootstrap_test
 from gateway.card.composite import weighted_composite
 from gateway.card.corpus import values_from_sums
-from gateway.card.metrics import METRICS
-from gateway.corpus_check.results import RuleResult
+from gateway.card.metrics import LABELS, METRICS
+from gateway.corpus_check.results import RuleResult, with_label
 
 COMPOSITE = "composite"
 # Bisection stops when the bracket is this narrow, as a share of the metric's
@@ -155,19 +155,20 @@ def detectable_differences(baseline: ComparableRun, system: ComparableRun, size:
 def _rule_of_thumb(size: int) -> tuple[float, bool, str]:
     """(chrF++ points, whether that is a lower bound, the words)."""
     band = [row for row in RULE_OF_THUMB if size >= row[0]][-1]
-    return band[1], band is RULE_OF_THUMB[0], band[2]
+    return band[1], band is RULE_OF_THUMB[0], with_label(band[2])
 
 
 def check_power(size: int, purpose: str, pilots: list[tuple[str, ComparableRun]] | None,
                 settings: PowerSettings = POWER) -> tuple[dict, RuleResult]:
     target = RULE["power"].limit_for(purpose)
+    label = LABELS[POWER_METRIC]
     if not pilots:
         points, lower_bound, words = _rule_of_thumb(size)
         section = {"method": "rule of thumb (seed 001 §6.3; no pilot run cards)", "entries": size,
-                   "chrf_plus_plus": points, "lower_bound": lower_bound, "composite": None, "says": words}
+                   POWER_METRIC: points, "lower_bound": lower_bound, "composite": None, "says": words}
         passed = points <= target and not lower_bound
         shown = f"{'more than ' if lower_bound else 'about '}{points:g}"
-        return section, RuleResult("power", passed, f"{size} entries detect {shown} chrF++ points (rule of thumb; "
+        return section, RuleResult("power", passed, f"{size} entries detect {shown} {label} points (rule of thumb; "
                                                     f"a {purpose} set should detect {target:g})")
     runs = pilot_runs(pilots)
     pairs = []
@@ -182,12 +183,13 @@ def check_power(size: int, purpose: str, pilots: list[tuple[str, ComparableRun]]
                           f"{settings.draws} corpora of {size} entries, each a paired bootstrap of "
                           f"{settings.resamples} resamples; smallest shift significant (p < 0.05) in "
                           f"{settings.power:.0%} of them; median over {len(pairs)} system pairs"),
-               "entries": size, **summary, "units": dict(settings.metrics), "pairs": pairs}
-    chrf = summary.get("chrf_plus_plus")
+               "entries": size, **summary, "units": {metric: with_label(unit) for metric, unit in settings.metrics},
+               "pairs": pairs}
+    chrf = summary.get(POWER_METRIC)
     if chrf is None:
-        return section, RuleResult("power", None, "the pilot cards carry no chrF++ statistics")
+        return section, RuleResult("power", None, f"the pilot cards carry no {label} statistics")
     composite = summary.get(COMPOSITE)
     also = f", composite {composite:.3f}" if composite is not None else ""
     return section, RuleResult("power", chrf <= target,
-                               f"{size} entries detect {chrf:.2f} chrF++ points{also} (simulated from pilot cards; "
+                               f"{size} entries detect {chrf:.2f} {label} points{also} (simulated from pilot cards; "
                                f"a {purpose} set should detect {target:g})")

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from champollion.core.corpus_rules import IDS_SHOWN, RULE
+from champollion.core.corpus_rules import IDS_SHOWN, POWER_METRIC, RULE
+from gateway.card.metrics import LABELS
 
 
 @dataclass(frozen=True)
@@ -17,8 +18,14 @@ class RuleResult:
 
     def as_dict(self) -> dict:
         rule = RULE[self.rule]
-        return {"rule": self.rule, "severity": rule.severity, "asks": rule.asks, "source": rule.source,
+        return {"rule": self.rule, "severity": rule.severity, "asks": with_label(rule.asks), "source": rule.source,
                 "passed": self.passed, "finding": self.finding}
+
+
+def with_label(text: str) -> str:
+    """The rules' words with the power metric's label (corpus_rules'
+    "{metric}")."""
+    return text.replace("{metric}", LABELS[POWER_METRIC])
 
 
 def ids_text(ids: list[str], shown: int = IDS_SHOWN) -> str:

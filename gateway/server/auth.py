@@ -28,6 +28,8 @@ import structlog
 
 from champollion.eval.v1 import gateway_pb2
 from champollion.core.roles import MAINTAINER, ROLES, SUBMITTER
+# Gold is fully private (seed 001 §5.2): only maintainers run it or read its sources.
+from champollion.core.tiers import MAINTAINER_TIERS
 from gateway.server.tokens import TokenFile
 
 log = structlog.get_logger()
@@ -61,9 +63,6 @@ RPC_ROLES = {
     "CheckCorpus": MAINTAINER,  # reads references and provenance
 }
 
-# Corpus tiers (seed 001 §5.2) only maintainers may run or read: the gold
-# set is fully private. dev and holdout sources are open to submitters.
-MAINTAINER_TIERS = ("gold",)
 
 MISSING = ("missing token: send gRPC metadata 'authorization: Bearer <token>' "
            "(champollion: --token or CHAMPOLLION_TOKEN)")

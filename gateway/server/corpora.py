@@ -23,6 +23,7 @@ from champollion.core.cards import CardRegistry, UnknownLanguage
 from champollion.core.field_errors import abort_invalid
 from champollion.core.corpus_rules import PURPOSES
 from champollion.core.roles import MAINTAINER
+from champollion.core.tiers import TIER_NAMES
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.compare import ComparableRun
 from gateway.card.floor import headroom
@@ -31,7 +32,7 @@ from gateway.server import auth
 from gateway.server.access import corpus_info_view
 from gateway.server.validation import InvalidRun, check_dataset_id, check_entry, check_header
 from gateway.store import RunStore, UnknownCorpus
-from gateway.store.corpora import MIN_VERSION_PREFIX, TIERS, pick, shown_version
+from gateway.store.corpora import MIN_VERSION_PREFIX, pick, shown_version
 
 Stored = Callable[[object, Callable[[RunStore], object]], Awaitable]
 # Sources go back in messages of this many entries.
@@ -52,8 +53,8 @@ async def _invalid(context, message: str) -> None:
 
 
 async def _check_tier(context, tier: str) -> None:
-    if tier not in TIERS:
-        await _invalid(context, f"tier: unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
+    if tier not in TIER_NAMES:
+        await _invalid(context, f"tier: unknown tier {tier!r}; tiers: {', '.join(TIER_NAMES)}")
 
 
 async def _require_corpus_id(context, corpus_id: str) -> None:

@@ -17,17 +17,15 @@ from sqlalchemy import Connection, insert, select, text, update
 
 from gateway.card.identity import corpus_version, entry_fingerprint, keyed_version, version_reference
 from gateway.store import version_keys
+from champollion.core.tiers import SECRET_TIERS, TIER_NAMES
 from gateway.store.errors import CheckGateRefused, CorpusConflict, InvalidQuery, UnknownCorpus
 from gateway.store.prefixes import MIN_PREFIX, AmbiguousPrefix
 from gateway.store.rows import utc
 from gateway.store.tables import corpora, corpus_entries, corpus_tiers
 
-# Seed 001 §5.2: dev is public, holdout keeps its references private, gold everything.
-TIERS = ("dev", "holdout", "gold")
-# Tiers whose runs are on the official leaderboard (§5.2: never dev).
-OFFICIAL_TIERS = ("holdout", "gold")
-# Tiers whose versions a non-maintainer sees by their keyed public id only.
-KEYED_TIERS = ("holdout", "gold")
+# Versions of secret tiers are seen by non-maintainers by their keyed public
+# id only (the tier table: champollion/core/tiers.py).
+KEYED_TIERS = SECRET_TIERS
 # A version named by its hash needs this many leading hex digits (prefixes.py's
 # rule); shorter digit strings are numbers.
 MIN_VERSION_PREFIX = MIN_PREFIX
@@ -37,8 +35,8 @@ INSERT_BATCH = 1000
 
 
 def check_tier(tier: str) -> None:
-    if tier not in TIERS:
-        raise InvalidQuery(f"tier: unknown tier {tier!r}; tiers: {', '.join(TIERS)}")
+    if tier not in TIER_NAMES:
+        raise InvalidQuery(f"tier: unknown tier {tier!r}; tiers: {', '.join(TIER_NAMES)}")
 
 
 def canonical_entry(entry: dict) -> dict:

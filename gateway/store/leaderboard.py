@@ -7,7 +7,7 @@ from sqlalchemy import Connection, and_, case, func, or_, select, true
 
 from champollion.core.columns import SORT_COLUMNS, SPEC_COLUMNS
 from gateway.card.metrics import METRIC_NAMES
-from gateway.store.corpora import OFFICIAL_TIERS
+from champollion.core.tiers import OFFICIAL_TIERS
 from gateway.store.errors import InvalidQuery, NothingStored
 from gateway.store.prefixes import MIN_PREFIX, by_prefix
 from gateway.store.rows import coverage_metrics, utc
