@@ -128,8 +128,8 @@ def test_recipe_a_metric(tmp_path):
     scorer = copy / "services/compliance/metrics.py"
     edit(scorer, 'metrics = ("compliance_index", "compliance_index_raw", "repair_effectiveness")',
          'metrics = ("compliance_index", "compliance_index_raw", "repair_effectiveness", "final_mark_rate")')
-    edit(scorer, "entries=[score_entry(entry, context.target) for entry in entries],",
-         "entries=[_final_mark(score_entry(entry, context.target), entry) for entry in entries],")
+    edit(scorer, "outputs = [score_entry(entry, context.target) for entry in entries]",
+         "outputs = [_final_mark(score_entry(entry, context.target), entry) for entry in entries]")
     scorer.write_text(scorer.read_text(encoding="utf-8") + '''
 
 def _final_mark(output: EntryOutput, entry: EntryInput) -> EntryOutput:
