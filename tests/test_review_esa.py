@@ -16,6 +16,7 @@ from apps.client import Client, InvalidArgument
 from gateway.review import protocol, reviewing
 from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
 from gateway.review.errors import CampaignRefused, NotAReviewer, NotNow
+from gateway.review.gate import changed_span, expected_answer, gate_failures
 from gateway.store import RunStore, default_store_url
 from tests.conftest import run_cli
 from tests.review_fixtures import REJECTED, store_two_runs
@@ -248,3 +249,23 @@ def test_the_cli_creates_an_esa_campaign_with_suggestions(runs, stack, capsys):
     assert run_cli("review", "create", "--name", "x", "--run", runs["spa"][0], "--run", runs["spa"][1],
                    "--reviewers", "r1", "--prefill", "lyss", "--gateway", stack.gateway_address) == 2
     assert capsys.readouterr().err.strip().count("\n") == 0  # one line: prefill needs esa or mqm
+
+
+def test_a_gate_answer_is_judged_with_its_tolerances():
+    """Hand-worked: the changed span of a degraded text, and answers just
+    inside and just outside the tolerances (3 characters, 20 points)."""
+    assert changed_span("the dog runs", "the cat runs") == (4, 7)
+    assert changed_span("abc def", "abc") == (2, 3)  # a cut at the end: the character before it
+    expected = expected_answer(protocol.ATTENTION, [(10, 20)])
+    assert expected == {"score": [0, 50], "spans": [{"start": 10, "end": 20}], "span_tolerance": 3,
+                        "score_tolerance": 20}
+    inside = [{"start": 7, "end": 23, "severity": "major"}]
+    assert gate_failures(expected, 70, inside) == []
+    (score_reason,) = gate_failures(expected, 71, inside)
+    assert "a score from 0 to 70 is expected" in score_reason
+    (span_reason,) = gate_failures(expected, 40, [{"start": 6, "end": 20, "severity": "minor"}])
+    assert "characters 10-20 is not marked" in span_reason
+    # A [MISSING] span does not stand for a replaced one.
+    assert len(gate_failures(expected, 40, [{"start": 10, "end": 20, "severity": "minor", "missing": True}])) == 1
+    tutorial = expected_answer(protocol.TUTORIAL, [])
+    assert gate_failures(tutorial, 60, []) == [] and len(gate_failures(tutorial, 59, [])) == 1

@@ -202,9 +202,25 @@ def test_an_esa_campaign_with_suggestions_from_creation_to_stored_decisions(brow
     for rated in (rating for task in every for rating in task["ratings"].values()):
         assert rated["started_at"] is not None and rated["started_at"] <= rated["rated_at"]
 
+    maintainer_reads_the_campaign(maintainer.page, base, cree)
     for watched in (maintainer, reviewer):
         assert watched.errors == [] and watched.outside == [], (watched.errors, watched.outside)
         watched.close()
+
+
+def maintainer_reads_the_campaign(page, base: str, campaign_id: str) -> None:
+    """The maintainer's page of the reviewed campaign: its protocol, the
+    reviewer's finished queue (gate included) and both systems ranked from
+    the campaign's items alone. The campaign results' per-detector
+    confirmation rates and prefill bias (gateway/review/detectors.py) are
+    read on this page too, beside these."""
+    page.goto(f"{base}/review/campaigns/{campaign_id}")
+    assert page.locator("#campaign-protocol").text_content().startswith("esa")
+    done, total = page.locator("#progress tbody tr td.num").all_text_contents()
+    assert done == total and int(total) >= 2 + 5  # the two gate items and the five sampled ones
+    assert page.locator("#systems tbody tr").count() == 2
+    ranked = [row.locator("td").nth(2).text_content() for row in page.locator("#systems tbody tr").all()]
+    assert ranked == ["crk-good", "crk-rough"]
 
 
 def platform_fonts(page, selector: str) -> set[str]:
