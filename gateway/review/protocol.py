@@ -12,6 +12,17 @@ beside it (blind, shuffled). For each output the reviewer gives:
 """
 from __future__ import annotations
 
+from champollion.core.review_protocols import (  # noqa: F401 - the names, with the rules below
+    DA,
+    DEFAULT_PREFILL_SHARE,
+    ESA,
+    MQM,
+    PREFILL_LYSS,
+    PREFILL_NONE,
+    PREFILLS,
+    PROTOCOLS,
+)
+
 # Direct assessment's slider.
 DA_MIN, DA_MAX = 0, 100
 
@@ -49,14 +60,13 @@ SCORE_TOLERANCE = 20
 TUTORIAL_SCORE = (80, 100)
 ATTENTION_SCORE = (0, 50)
 
-# Campaign protocols. "da": the score, spans optional, the usable verdict
-# (the first campaigns). "esa": error span annotation as WMT24-25 ran it in
-# Appraise: spans first (minor, major, [MISSING] for what was left out),
-# then the score on a slider with anchors, the gate before the items, each
-# item timed. "mqm": the ESA page with an MQM category on every span (the
-# typology of the TED MQM data, gateway/review/mqm.py).
-DA, ESA, MQM = "da", "esa", "mqm"
-PROTOCOLS = (DA, ESA, MQM)
+# Campaign protocols (champollion/core/review_protocols.py names them).
+# "da": the score, spans optional, the usable verdict (the first campaigns).
+# "esa": error span annotation as WMT24-25 ran it in Appraise: spans first
+# (minor, major, [MISSING] for what was left out), then the score on a
+# slider with anchors, the gate before the items, each item timed. "mqm":
+# the ESA page with an MQM category on every span (the typology of the TED
+# MQM data, gateway/review/mqm.py).
 SPAN_PROTOCOLS = (ESA, MQM)  # protocols with the gate, [MISSING] and the anchors
 
 # The ESA slider's anchors: the score, and what a translation there is
@@ -73,11 +83,9 @@ WARN_BELOW = 66
 MISSING_MARKER = "[MISSING]"
 
 # Suggested spans (`--prefill`): "none", or "lyss" (the metric families'
-# findings, gateway/review/prefill.py). A share of items is shown without
-# suggestions, so that the bias of pre-filling can be measured.
-PREFILL_NONE, PREFILL_LYSS = "none", "lyss"
-PREFILLS = (PREFILL_NONE, PREFILL_LYSS)
-DEFAULT_PREFILL_SHARE = 0.2  # of the sampled items, shown WITHOUT suggestions
+# findings, gateway/review/prefill.py). A share of items
+# (DEFAULT_PREFILL_SHARE) is shown without suggestions, so that the bias of
+# pre-filling can be measured.
 # A reviewer's decision on one suggestion ("edited": a confirmed error whose
 # extent or severity the reviewer changed).
 ACCEPTED, EDITED, REJECTED = "accepted", "edited", "rejected"
