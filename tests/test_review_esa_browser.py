@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from apps.client import Client
 from apps.web.app import WebSettings
 from gateway.review import protocol
 from gateway.store import RunStore, default_store_url
@@ -267,3 +268,58 @@ def test_the_reviewer_page_draws_syllabics_han_and_kana_with_real_fonts(browser,
     for watched in (maintainer, reviewer):
         assert watched.errors == [] and watched.outside == [], (watched.errors, watched.outside)
         watched.close()
+
+
+def test_an_mqm_item_gets_its_categories_by_keyboard(browser, front, stack):
+    """An `mqm` campaign: past the gate, the reviewer picks the next error's
+    category from the list by keyboard (`c`, an arrow, `Esc`), marks a word
+    and a [MISSING] span; both are stored with that category."""
+    base, tokens, runs = front["base"], front["tokens"], front["runs"]
+    with Client(stack.gateway_address) as client:
+        campaign_id = client.create_campaign("spanish mqm", runs["spa"], ["rater-3"], items=2, overlap=1,
+                                             protocol="mqm")["campaign_id"]
+    reviewer = Watched(browser, base)
+    sign_in(reviewer, tokens.reviewers["rater-3"])
+    page = reviewer.page
+    page.goto(f"{base}/review/campaigns/{campaign_id}/rate")
+    store = RunStore.open(default_store_url())
+    try:
+        # The gate as in ESA, its spans in the list's first category.
+        page.wait_for_selector("#gate")
+        address = page.url
+        page.keyboard.press("9")
+        page.keyboard.press("Enter")
+        page.wait_for_url(lambda url: url != address)
+        (wanted,) = store.review_task(campaign_id, "rater-3", 1)["expected"]["spans"]
+        select_text(page, 0, wanted["start"], wanted["end"])
+        page.keyboard.press("M")
+        page.focus("#score-0")
+        page.keyboard.press("2")
+        page.keyboard.press("Enter")
+        page.wait_for_url(lambda url: url.endswith("/rate/2"))
+        first = page.locator("#category option").first.get_attribute("value")
+        page.keyboard.press("c")
+        assert page.evaluate("document.activeElement.id") == "category"
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("Escape")
+        chosen = page.locator("#category").input_value()
+        assert chosen != first and page.evaluate("document.activeElement.id") == "score-0"
+        select_text(page, 0, 0, 2)
+        page.keyboard.press("m")
+        page.focus("#score-0")
+        page.keyboard.press("o")
+        assert page.locator("#spans-0 li").all_text_contents()[0].startswith(f"minor ({chosen})")
+        for index in range(page.locator(".output").count()):
+            page.focus(f"#score-{index}")
+            page.keyboard.press("5")
+        page.keyboard.press("Enter")
+        page.wait_for_url(lambda url: not url.endswith("/rate/2"))
+        task = store.review_task(campaign_id, "rater-3", 2)
+    finally:
+        store.close()
+    spans = task["ratings"][task["systems"][0]]["spans"]
+    length = len(task["outputs"][0])
+    assert spans == [{"start": 0, "end": 2, "severity": "minor", "missing": False, "category": chosen},
+                     {"start": length, "end": length, "severity": "minor", "missing": True, "category": chosen}]
+    assert reviewer.errors == [] and reviewer.outside == [], (reviewer.errors, reviewer.outside)
+    reviewer.close()
