@@ -256,6 +256,7 @@ def test_a_gate_answer_is_judged_with_its_tolerances():
     inside and just outside the tolerances (3 characters, 20 points)."""
     assert changed_span("the dog runs", "the cat runs") == (4, 7)
     assert changed_span("abc def", "abc") == (2, 3)  # a cut at the end: the character before it
+    assert changed_span("a b c", "a c") == (2, 3)  # a cut inside: the character after it
     expected = expected_answer(protocol.ATTENTION, [(10, 20)])
     assert expected == {"score": [0, 50], "spans": [{"start": 10, "end": 20}], "span_tolerance": 3,
                         "score_tolerance": 20}

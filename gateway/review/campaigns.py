@@ -8,6 +8,7 @@ gateway runs these in a worker thread, the web front in its thread pool."""
 from __future__ import annotations
 
 import hashlib
+import math
 import uuid
 from dataclasses import dataclass, field
 
@@ -137,7 +138,7 @@ def _suggestions(store: RunStore, request: CampaignRequest, systems: list[str], 
     if request.prefill == protocol.PREFILL_NONE:
         return {}
     rng = np.random.default_rng(derived_seed(request.seed, "prefill"))
-    plain = round(request.prefill_share * len(sampled))
+    plain = math.floor(request.prefill_share * len(sampled) + 0.5)  # half up, as the controls' counts
     without = {sampled[int(i)] for i in rng.choice(len(sampled), size=plain, replace=False)}
     scores = {system: store.run_entry_scores(system) for system in systems}
     return {entry_id: {system: [found.as_dict() for found in suggestions_for(

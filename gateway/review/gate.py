@@ -25,8 +25,9 @@ def changed_span(original: str, changed: str) -> tuple[int, int]:
     while end_changed > start and end_original > start and original[end_original - 1] == changed[end_changed - 1]:
         end_changed -= 1
         end_original -= 1
-    if end_changed == start:  # a pure deletion: the character where the text was cut
-        start, end_changed = max(0, min(start, len(changed) - 1)), min(len(changed), max(start, 0) + 1)
+    if end_changed == start:  # text only removed: the character after the cut (before it, at the end)
+        start = max(0, min(start, len(changed) - 1))
+        end_changed = min(start + 1, len(changed))
     return start, end_changed
 
 
