@@ -16,7 +16,9 @@ FST_APT_PACKAGES = $(shell $(BIN)/python -m services.structural.analyzer_builds 
 EXTRA_APT_PACKAGES ?=
 STORE_APT_PACKAGES = postgresql  # the run store's tests start a throw-away server (tests/postgres.py)
 REPORT_APT_PACKAGES = chromium   # the HTML report's tests open it in headless Chromium (tests/test_report.py)
-WEB_APT_PACKAGES = fonts-noto-core  # the web front's browser test renders syllabics and Arabic (tests/test_web_browser.py)
+# The web front's browser tests render syllabics and Arabic (fonts-noto-core) and Han and kana (Droid Sans
+# Fallback, 1.8 MB against fonts-noto-cjk's 57 MB): tests/test_web_browser.py, tests/test_review_esa_browser.py.
+WEB_APT_PACKAGES = fonts-noto-core fonts-droid-fallback
 NATIVE_APT_PACKAGES = g++        # builds the compiled sacreBLEU statistics and encoder products (setup.py)
 ICU_APT_PACKAGES = libicu-dev pkg-config  # PyICU (the [icu] extra) builds against them
 APT_PACKAGES = $(FST_APT_PACKAGES) $(STORE_APT_PACKAGES) $(REPORT_APT_PACKAGES) $(WEB_APT_PACKAGES) $(NATIVE_APT_PACKAGES) \

@@ -16,7 +16,8 @@ import pytest
 from apps.client import Client
 from champollion.eval.v1 import gateway_pb2
 from gateway.review import protocol
-from gateway.review.campaigns import CampaignRequest, checked_ratings, create_campaign, results_of
+from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
+from gateway.review.ratings import checked_ratings
 from gateway.store import RunStore, default_store_url
 from tests.conftest import run_cli
 

@@ -21,6 +21,7 @@ from champollion.core.roles import ROLES
 from champollion.core.tiers import RETIRED_TIERS, SECRET_TIERS, TABLE as TIER_TABLE
 from champollion.core.sampling import CORRECTIONS, DEFAULT_RESAMPLES, DEFAULT_SEED, DEFAULT_TRIALS
 from champollion.core.sampling import METHODS as COMPARE_METHODS
+from champollion.core import review_protocols
 
 DEFAULT_PORT = GATEWAY_PORT
 SERVE_HOST = "127.0.0.1"  # serve's default --host
@@ -478,6 +479,16 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument("--seed", type=int, help="the sample's and queues' seed (default 12345)")
     create.add_argument("--reference-review", action="store_true",
                         help="reviewers see the reference after rating an item and may flag it")
+    create.add_argument("--protocol", choices=review_protocols.PROTOCOLS, default=review_protocols.DA,
+                        help="da: score, optional spans and the usable verdict (default); esa: error span annotation "
+                             "as WMT runs it (spans with [MISSING], anchored slider, a gate of tutorial and attention "
+                             "items); mqm: the esa page with an MQM category on each span")
+    create.add_argument("--prefill", choices=review_protocols.PREFILLS, default=review_protocols.PREFILL_NONE,
+                        help="lyss: show the metric families' findings as suggested spans the reviewer accepts, edits "
+                             "or rejects (esa and mqm)")
+    create.add_argument("--prefill-share", type=float, default=None, metavar="SHARE",
+                        help="the share of items shown without suggestions, to measure the bias of pre-filling "
+                             f"(default {review_protocols.DEFAULT_PREFILL_SHARE})")
     create.set_defaults(handler=_run_from("apps.cli.review", "cmd_review_create"))
     _add_reading_options(create)
     campaigns = review_commands.add_parser("campaigns", help="review campaigns and their progress")

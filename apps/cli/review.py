@@ -59,14 +59,16 @@ def cmd_review_create(args) -> int:
     with reading_client(args) as client:
         campaign = client.create_campaign(args.name, args.runs, args.reviewers, items=args.items,
                                           overlap=args.overlap, seed=args.seed,
-                                          reference_review=args.reference_review)
+                                          reference_review=args.reference_review, protocol=args.protocol,
+                                          prefill=args.prefill, prefill_share=args.prefill_share)
     if args.json:
         write_json(campaign, None)
     else:
         print(campaign["campaign_id"])
     print(f"campaign {campaign['campaign_id']} ({campaign['name']!r}): {campaign['items']} items of "
           f"{campaign['corpus_id']} over {len(campaign['systems'])} runs, {campaign['overlap']} reviewers per item "
-          f"({', '.join(campaign['reviewers'])}); reviewers rate on the web front (`champollion web`)",
+          f"({', '.join(campaign['reviewers'])}), protocol {campaign.get('protocol', 'da')}, suggestions "
+          f"{campaign.get('prefill', 'none')}; reviewers rate on the web front (`champollion web`)",
           file=sys.stderr)
     return 0
 

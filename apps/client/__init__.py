@@ -386,12 +386,16 @@ class Client:
     # Community review campaigns (maintainers; docs/community-review.md)
 
     def create_campaign(self, name: str, run_ids: list[str], reviewers: list[str], items: int = 0, overlap: int = 0,
-                        seed: int | None = None, reference_review: bool = False) -> dict:
+                        seed: int | None = None, reference_review: bool = False, protocol: str = "",
+                        prefill: str = "", prefill_share: float | None = None) -> dict:
         """A review campaign over stored runs of one registered corpus
-        version (`items` 0: 200, `overlap` 0: 3 reviewers per item): the
+        version (`items` 0: 200, `overlap` 0: 3 reviewers per item;
+        `protocol` da, esa or mqm, empty: da; `prefill` none or lyss, with
+        `prefill_share` of the items shown without suggestions): the
         campaign as stored, its id in `campaign_id`."""
         request = gateway_pb2.CreateCampaignRequest(name=name, run_ids=run_ids, reviewers=reviewers, items=items,
-                                                    overlap=overlap, seed=seed, reference_review=reference_review)
+                                                    overlap=overlap, seed=seed, reference_review=reference_review,
+                                                    protocol=protocol, prefill=prefill, prefill_share=prefill_share)
         return plain_row(self._call(lambda stub: stub.CreateCampaign(request, timeout=LONG_CALL_S)).campaign)
 
     def campaigns(self) -> list[dict]:

@@ -17,7 +17,7 @@ from apps.report.render import number, score_text
 from apps.web.sessions import CSRF_FIELD, CSRF_HEADER, Sessions, Visitor, csrf_ok
 from champollion.core.language_tags import InvalidLanguageTag, parse_tag
 from champollion.core.roles import MAINTAINER
-from gateway.review.campaigns import CampaignRefused
+from gateway.review.errors import CampaignRefused, NotAReviewer, NotNow
 from gateway.server.access import Refused, is_maintainer
 from gateway.server.auth import allows
 from gateway.store import InvalidQuery, RunStore, StoreError, UnknownCampaign, UnknownCorpus, UnknownRun, UnknownTask
@@ -51,7 +51,8 @@ _ERROR_TITLES = {400: "Bad request", 401: "Sign in", 403: "Not allowed", 404: "N
 _STATUSES = (
     ((UnknownRun, UnknownCorpus, NothingStored, UnknownCampaign, UnknownTask), 404),
     ((InvalidQuery, CampaignRefused), 400),
-    ((Refused,), 403),
+    ((Refused, NotAReviewer), 403),
+    ((NotNow,), 409),
     ((StoreError,), 503),
 )
 

@@ -1,7 +1,9 @@
 """Review campaigns over the store: creating one (its sample, queues and
-controls, gateway/review/design.py), a reviewer's ratings checked and saved,
-its results (gateway/review/results.py), and what they say about one run
-(the run card's `community_review` block). Blocking store calls: the
+controls, gateway/review/design.py; the gate of an ESA or MQM campaign,
+gateway/review/gate.py; the suggested spans of `--prefill`,
+gateway/review/prefill.py), its results (gateway/review/results.py), and
+what they say about one run (the run card's `community_review` block).
+Rating is gateway/review/reviewing.py's. Blocking store calls: the
 gateway runs these in a worker thread, the web front in its thread pool."""
 from __future__ import annotations
 
@@ -10,21 +12,22 @@ import math
 import uuid
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.review import protocol
 from gateway.review.detectors import campaign_detectors
 from gateway.review.design import CorpusItem, assign_items, degrade, reviewer_tasks, sample_entries
+from gateway.review.errors import CampaignRefused
+from gateway.review.gate import changed_span, expected_answer
+from gateway.review.prefill import suggestions_for
 from gateway.review.results import Rating, campaign_results, system_validated
 from gateway.store import RunStore
 
+__all__ = ["CampaignRefused", "CampaignRequest", "create_campaign", "results_of"]
+
 MAX_ITEMS = 10_000
 MAX_NAME = 200
-MAX_NOTE = 2_000
-
-
-class CampaignRefused(ValueError):
-    """A campaign or rating that cannot be accepted: the message names the
-    field first ("run_ids: ...")."""
 
 
 @dataclass
@@ -37,7 +40,10 @@ class CampaignRequest:
     seed: int = DEFAULT_SEED
     reference_review: bool = False
     created_by: str | None = None
+    prefill: str = protocol.PREFILL_NONE
+    prefill_share: float = protocol.DEFAULT_PREFILL_SHARE  # of the items, shown without suggestions
     shares: dict = field(default_factory=lambda: {"repeat": protocol.REPEAT_SHARE, "control": protocol.CONTROL_SHARE})
+    protocol: str = protocol.DA  # last: the field's name hides the module below it in the class body
 
 
 def derived_seed(seed: int, *parts: str) -> int:
@@ -58,6 +64,15 @@ def _check_request(request: CampaignRequest) -> None:
         raise CampaignRefused(f"overlap: each item needs {request.overlap} reviewers, and {len(reviewers)} are named")
     if not 1 <= request.items <= MAX_ITEMS:
         raise CampaignRefused(f"items: must be 1 to {MAX_ITEMS}, got {request.items}")
+    if request.protocol not in protocol.PROTOCOLS:
+        raise CampaignRefused(f"protocol: one of {', '.join(protocol.PROTOCOLS)}, got {request.protocol[:20]!r}")
+    if request.prefill not in protocol.PREFILLS:
+        raise CampaignRefused(f"prefill: one of {', '.join(protocol.PREFILLS)}, got {request.prefill[:20]!r}")
+    if request.prefill != protocol.PREFILL_NONE and request.protocol not in protocol.SPAN_PROTOCOLS:
+        raise CampaignRefused(f"prefill: suggested spans go with the {' or '.join(protocol.SPAN_PROTOCOLS)} "
+                              f"protocol, not {request.protocol}")
+    if not 0 <= request.prefill_share <= 1:
+        raise CampaignRefused(f"prefill_share: a share from 0 to 1, got {request.prefill_share:g}")
 
 
 def create_campaign(store: RunStore, request: CampaignRequest) -> dict:
@@ -85,8 +100,12 @@ def create_campaign(store: RunStore, request: CampaignRequest) -> dict:
     reviewers = [name.strip() for name in request.reviewers]
     seats = assign_items(sampled, reviewers, request.overlap, request.seed)  # entry id -> its reviewers
     assigned = {reviewer: [entry_id for entry_id in sampled if reviewer in seats[entry_id]] for reviewer in reviewers}
+    by_id = {entry["id"]: entry for entry in entries}
+    suggested = _suggestions(store, request, systems, outputs, by_id, sampled)
+    gate = _gate_tasks(request, systems, outputs, by_id, sampled)
     tasks = []
     for reviewer in reviewers:
+        tasks.extend({**task, "reviewer": reviewer} for task in gate)
         queue = reviewer_tasks(assigned[reviewer], systems, derived_seed(request.seed, reviewer),
                                request.shares["repeat"], request.shares["control"])
         for task in queue:
@@ -95,15 +114,60 @@ def create_campaign(store: RunStore, request: CampaignRequest) -> dict:
                 degraded_text = degrade(outputs[task.degraded][task.entry_id],
                                         _donor(outputs[task.degraded], task.entry_id, sampled),
                                         derived_seed(request.seed, reviewer, str(task.position)))
-            tasks.append({"reviewer": reviewer, "position": task.position, "entry_id": task.entry_id,
+            shown = suggested.get(task.entry_id)
+            if shown is not None and task.degraded is not None:
+                # The degraded output is not the one the families scored: no suggestion on it.
+                shown = {**shown, task.degraded: []}
+            tasks.append({"reviewer": reviewer, "position": len(gate) + task.position, "entry_id": task.entry_id,
                           "kind": task.kind, "systems": list(task.systems), "degraded": task.degraded,
-                          "degraded_text": degraded_text})
-    settings = {"source_lang": corpus["source_lang"], "target_lang": corpus["target_lang"], "systems": systems, "models": {system: versions[system][2] for system in systems},
+                          "degraded_text": degraded_text, "suggestions": shown, "expected": None})
+    settings = {"source_lang": corpus["source_lang"], "target_lang": corpus["target_lang"], "systems": systems,
+                "models": {system: versions[system][2] for system in systems},
                 "reviewers": reviewers, "items": len(sampled), "overlap": request.overlap, "seed": request.seed,
-                "reference_review": request.reference_review, "shares": request.shares}
+                "reference_review": request.reference_review, "shares": request.shares,
+                "protocol": request.protocol, "prefill": request.prefill, "prefill_share": request.prefill_share}
     campaign = {"campaign_id": uuid.uuid4().hex[:12], "name": request.name.strip(), "corpus_id": corpus_id,
                 "corpus_version": version, "created_by": request.created_by, "settings": settings}
     return store.save_campaign(campaign, tasks)
+
+
+def _suggestions(store: RunStore, request: CampaignRequest, systems: list[str], outputs: dict[str, dict],
+                 entries: dict[str, dict], sampled: list[str]) -> dict[str, dict[str, list[dict]]]:
+    """Entry id -> {run id: the suggested spans of its output}, for the
+    sampled entries shown with suggestions; the others (a seeded share,
+    `prefill_share`) are left out: their tasks store NULL."""
+    if request.prefill == protocol.PREFILL_NONE:
+        return {}
+    rng = np.random.default_rng(derived_seed(request.seed, "prefill"))
+    plain = math.floor(request.prefill_share * len(sampled) + 0.5)  # half up, as the controls' counts
+    without = {sampled[int(i)] for i in rng.choice(len(sampled), size=plain, replace=False)}
+    scores = {system: store.run_entry_scores(system) for system in systems}
+    return {entry_id: {system: [found.as_dict() for found in suggestions_for(
+                outputs[system][entry_id], entries[entry_id]["source"], scores[system].get(entry_id) or {})]
+                       for system in systems}
+            for entry_id in sampled if entry_id not in without}
+
+
+def _gate_tasks(request: CampaignRequest, systems: list[str], outputs: dict[str, dict], entries: dict[str, dict],
+                sampled: list[str]) -> list[dict]:
+    """The gate every reviewer of an ESA or MQM campaign passes first
+    (gateway/review/gate.py): a tutorial item (the first sampled entry's
+    reference, shown as the first run's output) and an attention item (the
+    next entry's output of that run with a span replaced); none for DA."""
+    if request.protocol not in protocol.SPAN_PROTOCOLS:
+        return []
+    system = systems[0]
+    tutorial_entry, attention_entry = sampled[0], sampled[1 % len(sampled)]
+    original = outputs[system][attention_entry]
+    degraded = degrade(original, _donor(outputs[system], attention_entry, sampled),
+                       derived_seed(request.seed, "attention"))
+    common = {"systems": [system], "degraded": system, "suggestions": None}
+    return [
+        {**common, "position": 0, "entry_id": tutorial_entry, "kind": protocol.TUTORIAL,
+         "degraded_text": entries[tutorial_entry]["reference"], "expected": expected_answer(protocol.TUTORIAL, [])},
+        {**common, "position": 1, "entry_id": attention_entry, "kind": protocol.ATTENTION, "degraded_text": degraded,
+         "expected": expected_answer(protocol.ATTENTION, [changed_span(original, degraded)])},
+    ]
 
 
 def _donor(outputs: dict[str, str | None], entry_id: str, sampled: list[str]) -> str:
@@ -117,57 +181,13 @@ def _donor(outputs: dict[str, str | None], entry_id: str, sampled: list[str]) ->
     return outputs[entry_id] or ""
 
 
-# --- ratings ---------------------------------------------------------------------
-
-def checked_ratings(systems: list[str], form: dict[str, dict]) -> dict[str, dict]:
-    """A task's ratings as sent ({system: {score, usable, spans}} for every
-    system shown), checked: a score from 0 to 100 for each, a verdict yes,
-    no or none, spans with 0 <= start < end and a known severity."""
-    checked = {}
-    for index, system in enumerate(systems):
-        sent = form.get(system)
-        if sent is None:
-            raise CampaignRefused(f"ratings[{index}]: output {index + 1} has no score")
-        try:
-            score = float(sent.get("score"))
-        except (TypeError, ValueError):
-            raise CampaignRefused(f"ratings[{index}].score: must be a number from {protocol.DA_MIN} to "
-                                  f"{protocol.DA_MAX}") from None
-        if not (math.isfinite(score) and protocol.DA_MIN <= score <= protocol.DA_MAX):
-            raise CampaignRefused(f"ratings[{index}].score: must be from {protocol.DA_MIN} to {protocol.DA_MAX}, "
-                                  f"got {score:g}")
-        usable = sent.get("usable")
-        if usable not in (True, False, None):
-            raise CampaignRefused(f"ratings[{index}].usable: yes, no or unanswered")
-        spans = []
-        for number, span in enumerate(sent.get("spans") or []):
-            try:
-                start, end, severity = int(span["start"]), int(span["end"]), span["severity"]
-            except (KeyError, TypeError, ValueError):
-                raise CampaignRefused(f"ratings[{index}].spans[{number}]: needs start, end and severity") from None
-            if severity not in protocol.SEVERITIES or not 0 <= start < end:
-                raise CampaignRefused(f"ratings[{index}].spans[{number}]: severity one of "
-                                      f"{', '.join(protocol.SEVERITIES)}, 0 <= start < end")
-            spans.append({"start": start, "end": end, "severity": severity})
-        checked[system] = {"score": score, "usable": usable, "spans": spans}
-    return checked
-
-
-def check_flag(flag: str, note: str) -> None:
-    if flag not in protocol.REFERENCE_FLAGS:
-        raise CampaignRefused(f"flag: one of {', '.join(protocol.REFERENCE_FLAGS)}, got {flag[:40]!r}")
-    if len(note) > MAX_NOTE:
-        raise CampaignRefused(f"note: at most {MAX_NOTE} characters")
-    if flag == "other" and not note.strip():
-        raise CampaignRefused("note: say what is wrong with the reference")
-
-
 # --- results -----------------------------------------------------------------------
 
 def results_of(store: RunStore, campaign_id: str) -> dict:
     """The campaign with its progress and results."""
     campaign = store.campaign(campaign_id)
-    rows = store.campaign_ratings(campaign_id)
+    # The gate's items teach and check the reviewer: they are not results.
+    rows = [row for row in store.campaign_ratings(campaign_id) if row["kind"] not in protocol.GATE_KINDS]
     ratings = [Rating(row["reviewer"], row["entry_id"], row["system"], row["kind"], row["score"], row["usable"],
                       row["degraded"]) for row in rows]
     progress = store.reviewer_progress(campaign_id)

@@ -12,6 +12,17 @@ beside it (blind, shuffled). For each output the reviewer gives:
 """
 from __future__ import annotations
 
+from champollion.core.review_protocols import (  # noqa: F401 - the names, with the rules below
+    DA,
+    DEFAULT_PREFILL_SHARE,
+    ESA,
+    MQM,
+    PREFILL_LYSS,
+    PREFILL_NONE,
+    PREFILLS,
+    PROTOCOLS,
+)
+
 # Direct assessment's slider.
 DA_MIN, DA_MAX = 0, 100
 
@@ -32,7 +43,53 @@ REFERENCE_FLAGS = {
 # ("repeat": a reliable rater scores it about the same) and the item with one
 # output degraded ("control": a reliable rater scores it lower).
 RATE, REPEAT, CONTROL = "rate", "repeat", "control"
-TASK_KINDS = (RATE, REPEAT, CONTROL)
+# The gate an ESA or MQM reviewer passes before the campaign's items (as
+# Appraise runs ESA): a tutorial item (a reference shown as the translation:
+# a good one) and an attention item (an output with a span replaced by
+# another text's words: the reviewer must find it). Neither counts in the
+# results.
+TUTORIAL, ATTENTION = "tutorial", "attention"
+GATE_KINDS = (TUTORIAL, ATTENTION)
+TASK_KINDS = (RATE, REPEAT, CONTROL, *GATE_KINDS)
+# How near a gate answer must be to the expected one: each expected span's
+# ends within this many characters, the score within this many points of
+# the expected range.
+SPAN_TOLERANCE = 3
+SCORE_TOLERANCE = 20
+# The expected score ranges (before the tolerance).
+TUTORIAL_SCORE = (80, 100)
+ATTENTION_SCORE = (0, 50)
+
+# Campaign protocols (champollion/core/review_protocols.py names them).
+# "da": the score, spans optional, the usable verdict (the first campaigns).
+# "esa": error span annotation as WMT24-25 ran it in Appraise: spans first
+# (minor, major, [MISSING] for what was left out), then the score on a
+# slider with anchors, the gate before the items, each item timed. "mqm":
+# the ESA page with an MQM category on every span (the typology of the TED
+# MQM data, gateway/review/mqm.py).
+SPAN_PROTOCOLS = (ESA, MQM)  # protocols with the gate, [MISSING] and the anchors
+
+# The ESA slider's anchors: the score, and what a translation there is
+# like (our wording).
+ANCHORS = (
+    (0, "nothing of the source's meaning comes through, or the text is not in the target language"),
+    (33, "some of the meaning comes through, but serious errors hide or change much of it"),
+    (66, "the meaning comes through; the errors are in details, wording or grammar"),
+    (100, "the meaning is complete and the language correct"),
+)
+# Below this score a reviewer who marked no span is warned: a translation
+# scored that low has errors to point at.
+WARN_BELOW = 66
+MISSING_MARKER = "[MISSING]"
+
+# Suggested spans (`--prefill`): "none", or "lyss" (the metric families'
+# findings, gateway/review/prefill.py). A share of items
+# (DEFAULT_PREFILL_SHARE) is shown without suggestions, so that the bias of
+# pre-filling can be measured.
+# A reviewer's decision on one suggestion ("edited": a confirmed error whose
+# extent or severity the reviewer changed).
+ACCEPTED, EDITED, REJECTED = "accepted", "edited", "rejected"
+DECISIONS = (ACCEPTED, EDITED, REJECTED)
 
 # Campaign defaults.
 DEFAULT_OVERLAP = 3  # reviewers per item

@@ -22,8 +22,9 @@ from gateway.card.metrics import FAMILIES
 from champollion.core.addresses import is_loopback
 from champollion.core.tiers import SECRET_TIERS
 from champollion.core.run_card import dict_to_message, run_card_to_proto
-from gateway.review.campaigns import CampaignRefused, CampaignRequest, create_campaign, results_of
-from gateway.review.protocol import DEFAULT_ITEMS, DEFAULT_OVERLAP
+from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
+from gateway.review.errors import CampaignRefused, NotAReviewer, NotNow
+from gateway.review.protocol import DA, DEFAULT_ITEMS, DEFAULT_OVERLAP, DEFAULT_PREFILL_SHARE, PREFILL_NONE
 from gateway.server import corpora
 from gateway.server.access import (
     CompareSide,
@@ -423,8 +424,10 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, str(error))
         except CorpusConflict as error:
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(error))
-        except CheckGateRefused as error:
+        except (CheckGateRefused, NotNow) as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        except NotAReviewer as error:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(error))
         except (InvalidQuery, CampaignRefused) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         except Refused as error:  # access.py's rules, applied in readings.py
@@ -498,7 +501,9 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             name=request.name, run_ids=list(request.run_ids), reviewers=list(request.reviewers),
             items=request.items or DEFAULT_ITEMS, overlap=request.overlap or DEFAULT_OVERLAP,
             seed=request.seed if request.HasField("seed") else DEFAULT_SEED,
-            reference_review=request.reference_review, created_by=current_caller().name)
+            reference_review=request.reference_review, created_by=current_caller().name,
+            protocol=request.protocol or DA, prefill=request.prefill or PREFILL_NONE,
+            prefill_share=request.prefill_share if request.HasField("prefill_share") else DEFAULT_PREFILL_SHARE)
         campaign = await self._stored(context, lambda store: create_campaign(store, campaign_request))
         log.info("campaign_created", family="gateway", campaign_id=campaign["campaign_id"],
                  token=campaign_request.created_by)

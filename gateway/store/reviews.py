@@ -36,11 +36,13 @@ def _campaign_dict(row) -> dict:
 def save_campaign(connection: Connection, campaign: dict, tasks: list[dict], now: datetime) -> dict:
     """Stores a campaign ({campaign_id, name, corpus_id, corpus_version,
     created_by, settings}) with every reviewer's tasks ({reviewer, position,
-    entry_id, kind, systems, degraded, degraded_text})."""
+    entry_id, kind, systems, degraded, degraded_text}, and optionally
+    suggestions and expected)."""
     connection.execute(insert(review_campaigns), [{**campaign, "created_at": now, "state": OPEN}])
     if tasks:
-        connection.execute(insert(review_tasks), [{**task, "campaign_id": campaign["campaign_id"], "done_at": None}
-                                                  for task in tasks])
+        connection.execute(insert(review_tasks), [
+            {"suggestions": None, "expected": None, **task, "campaign_id": campaign["campaign_id"], "done_at": None}
+            for task in tasks])
     return campaign_info(connection, campaign["campaign_id"])
 
 
@@ -117,7 +119,10 @@ def task(connection: Connection, campaign_id: str, reviewer: str, position: int)
         .where(run_entries.c.run_id.in_(row.systems), run_entries.c.entry_id == row.entry_id)).all())
     if row.degraded is not None:
         outputs[row.degraded] = row.degraded_text
-    ratings = {rating.system: {"score": rating.score, "usable": rating.usable, "spans": rating.spans}
+    ratings = {rating.system: {"score": rating.score, "usable": rating.usable, "spans": rating.spans,
+                               "decisions": rating.decisions,
+                               "started_at": None if rating.started_at is None else utc(rating.started_at).isoformat(),
+                               "rated_at": utc(rating.rated_at).isoformat()}
                for rating in connection.execute(select(review_ratings).where(
                    review_ratings.c.campaign_id == campaign_id, review_ratings.c.reviewer == reviewer,
                    review_ratings.c.position == position))}
@@ -132,14 +137,45 @@ def task(connection: Connection, campaign_id: str, reviewer: str, position: int)
         # Blind: the page numbers the outputs; the run ids stay server side.
         "systems": list(row.systems), "outputs": [outputs.get(system) or "" for system in row.systems],
         "ratings": ratings, "flag": None if flag is None else {"flag": flag.flag, "note": flag.note},
+        # Null: shown without suggestions; a gate item's expected answer (the caller keeps it from the page).
+        "suggestions": row.suggestions, "expected": row.expected,
+        "document": _document_context(connection, campaign, row.entry_id, (entry or {})),
     }
 
 
+# Entries of the same document shown around an item, on each side.
+CONTEXT_ENTRIES = 2
+
+
+def _document_id(entry: dict) -> str | None:
+    document = (entry.get("provenance") or {}).get("doc_id")
+    return None if document in (None, "") else str(document)
+
+
+def _document_context(connection: Connection, campaign: dict, entry_id: str, entry: dict) -> dict | None:
+    """The sources of the entries next to this one in corpus order that
+    carry the same document id (`provenance.doc_id`): {doc_id, before,
+    after}; None when the entry carries no document id."""
+    document = _document_id(entry)
+    if document is None:
+        return None
+    key = (corpus_entries.c.corpus_id == campaign["corpus_id"], corpus_entries.c.version == campaign["corpus_version"])
+    position = connection.scalar(select(corpus_entries.c.position).where(*key, corpus_entries.c.entry_id == entry_id))
+    rows = connection.execute(select(corpus_entries.c.position, corpus_entries.c.entry).where(
+        *key, corpus_entries.c.position.between(position - CONTEXT_ENTRIES, position + CONTEXT_ENTRIES))
+        .order_by(corpus_entries.c.position)).all()
+    same = [(row.position, row.entry.get("source", "")) for row in rows
+            if row.position != position and _document_id(row.entry) == document]
+    return {"doc_id": document, "before": [text for at, text in same if at < position],
+            "after": [text for at, text in same if at > position]}
+
+
 def save_ratings(connection: Connection, campaign_id: str, reviewer: str, position: int, ratings: dict[str, dict],
-                 now: datetime) -> None:
+                 now: datetime, started_at: datetime | None = None) -> None:
     """Replaces the reviewer's ratings of one task ({system: {score, usable,
-    spans}}, every system shown) and marks the task done, in the caller's
-    transaction: a task is rated whole or not at all."""
+    spans, decisions}}, every system shown; `started_at`: when the item was
+    opened) and marks the task done, in the caller's transaction: a task is
+    rated whole or not at all."""
     row = _task_row(connection, campaign_id, reviewer, position)
     key = and_(review_ratings.c.campaign_id == campaign_id, review_ratings.c.reviewer == reviewer,
                review_ratings.c.position == position)
@@ -147,7 +183,8 @@ def save_ratings(connection: Connection, campaign_id: str, reviewer: str, positi
     connection.execute(insert(review_ratings), [
         {"campaign_id": campaign_id, "reviewer": reviewer, "position": position, "system": system,
          "score": ratings[system]["score"], "usable": ratings[system].get("usable"),
-         "spans": ratings[system].get("spans") or [], "rated_at": now}
+         "spans": ratings[system].get("spans") or [], "rated_at": now, "started_at": started_at,
+         "decisions": ratings[system].get("decisions")}
         for system in row.systems])
     connection.execute(update(review_tasks).where(
         review_tasks.c.campaign_id == campaign_id, review_tasks.c.reviewer == reviewer,
@@ -184,6 +221,12 @@ def campaigns_of_runs(connection: Connection, run_ids: list[str]) -> dict[str, l
 def predictions(connection: Connection, run_id: str) -> dict[str, str | None]:
     """Entry id -> the stored output of run `run_id`."""
     return dict(connection.execute(select(run_entries.c.entry_id, run_entries.c.prediction)
+                                   .where(run_entries.c.run_id == run_id)).all())
+
+
+def entry_scores(connection: Connection, run_id: str) -> dict[str, dict]:
+    """Entry id -> the entry's stored values (run_entries.scores) of run `run_id`."""
+    return dict(connection.execute(select(run_entries.c.entry_id, run_entries.c.scores)
                                    .where(run_entries.c.run_id == run_id)).all())
 
 

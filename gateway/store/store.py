@@ -347,9 +347,11 @@ class RunStore:
         with self._connection() as connection:
             return reviews.task(connection, campaign_id, reviewer, position)
 
-    def save_ratings(self, campaign_id: str, reviewer: str, position: int, ratings: dict[str, dict]) -> None:
+    def save_ratings(self, campaign_id: str, reviewer: str, position: int, ratings: dict[str, dict],
+                     started_at: datetime | None = None) -> None:
         with self._connection(write=True) as connection:
-            reviews.save_ratings(connection, campaign_id, reviewer, position, ratings, datetime.now(timezone.utc))
+            reviews.save_ratings(connection, campaign_id, reviewer, position, ratings, datetime.now(timezone.utc),
+                                 started_at)
 
     def campaign_ratings(self, campaign_id: str) -> list[dict]:
         with self._connection() as connection:
@@ -368,6 +370,11 @@ class RunStore:
     def run_predictions(self, run_id: str) -> dict[str, str | None]:
         with self._connection() as connection:
             return reviews.predictions(connection, self._run_id(connection, run_id))
+
+    def run_entry_scores(self, run_id: str) -> dict[str, dict]:
+        """Entry id -> the run's stored values of that entry (what prefill reads)."""
+        with self._connection() as connection:
+            return reviews.entry_scores(connection, self._run_id(connection, run_id))
 
     def run_versions(self, run_ids: list[str]) -> dict[str, tuple[str, str, str | None]]:
         """Run id -> (dataset id, corpus version, model slug); each id whole

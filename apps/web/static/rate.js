@@ -1,26 +1,38 @@
-// The reviewer's page: scores, verdicts and error spans by keyboard or
-// mouse, each item saved when sent, then the next item (or the reference, for
-// reference review). Texts are only ever set with textContent: an output that
-// holds markup shows as text.
+// The reviewer's page: scores, verdicts, error spans ([MISSING] included)
+// and decisions on suggested spans, by keyboard or mouse; each item saved
+// when sent, then the next item (or the reference, for reference review).
+// A gate item that is not accepted shows why and stays. Texts are only ever
+// set with textContent: an output that holds markup shows as text.
 (function () {
   "use strict";
   var task = document.getElementById("task");
   var campaign = task.dataset.campaign;
   var position = Number(task.dataset.position);
   var count = Number(task.dataset.outputs);
+  var protocol = task.dataset.protocol;
+  var spansProtocol = protocol === "esa" || protocol === "mqm";
+  var warnBelow = Number(task.dataset.warnBelow);
+  var missingMarker = task.dataset.missingMarker;
   var status = document.getElementById("status");
   var panel = document.getElementById("reference-panel");
+  var feedback = document.getElementById("gate-feedback");
+  var category = document.getElementById("category");
   var current = 0;
   var next = null;
   var saving = false;
-  var spans = [];
+  var own = [];          // per output: the spans the reviewer marked
+  var suggested = [];    // per output: the suggested spans shown
+  var decided = [];      // per output, per suggestion: null or {decision, final}
+  var focused = [];      // per output: the suggestion in focus (-1: none)
 
   function output(index) { return document.getElementById("output-" + index); }
   function slider(index) { return document.getElementById("score-" + index); }
+  function plain(index) { return output(index).dataset.plain; }
 
   function showScore(index) {
     var input = slider(index);
     document.getElementById("score-shown-" + index).textContent = input.dataset.set === "true" ? input.value : "—";
+    showWarning(index);
   }
 
   function setScore(index, value) {
@@ -36,30 +48,135 @@
     slider(current).focus();
   }
 
-  // Error spans: character offsets into the output's text.
-  function drawSpans(index) {
+  // Every error span an output has: the reviewer's own, and the final span
+  // of each suggestion accepted or edited.
+  function allSpans(index) {
+    var found = own[index].slice();
+    decided[index].forEach(function (choice) {
+      if (choice && choice.decision !== "rejected") { found.push(choice.final); }
+    });
+    return found;
+  }
+
+  function showWarning(index) {
+    var input = slider(index);
+    var low = spansProtocol && input.dataset.set === "true" && Number(input.value) < warnBelow;
+    document.getElementById("warning-" + index).hidden = !(low && allSpans(index).length === 0);
+  }
+
+  function mark(kind, text, title) {
+    var element = document.createElement("mark");
+    element.className = kind;
+    element.textContent = text;
+    if (title) { element.title = title; }
+    return element;
+  }
+
+  // The output's text with its marks: errors (minor, major), suggestions not
+  // decided yet (dashed), rejected ones (struck through), [MISSING] at the end.
+  function draw(index) {
     var text = output(index).querySelector(".text");
-    var plain = text.textContent;
-    var marks = spans[index].slice().sort(function (a, b) { return a.start - b.start; });
+    var whole = plain(index);
+    var marks = [];
+    own[index].forEach(function (span) { marks.push({span: span, kind: span.severity}); });
+    suggested[index].forEach(function (suggestion, k) {
+      var choice = decided[index][k];
+      var kind = choice === null ? "suggestion" : (choice.decision === "rejected" ? "rejected" : choice.final.severity);
+      var span = choice && choice.decision !== "rejected" ? choice.final : suggestion;
+      marks.push({span: span, kind: kind + (focused[index] === k ? " focused" : ""), title: suggestion.note,
+                  id: "suggested-" + index + "-" + k});
+    });
+    marks.sort(function (a, b) { return a.span.start - b.span.start || a.span.end - b.span.end; });
     text.textContent = "";
     var at = 0;
-    marks.forEach(function (span) {
-      if (span.start < at) { return; }
-      text.appendChild(document.createTextNode(plain.slice(at, span.start)));
-      var mark = document.createElement("mark");
-      mark.className = span.severity;
-      mark.textContent = plain.slice(span.start, span.end);
-      text.appendChild(mark);
-      at = span.end;
+    var missing = [];
+    marks.forEach(function (item) {
+      if (item.span.missing || item.span.start === whole.length) { missing.push(item); return; }
+      if (item.span.start < at) { return; }
+      text.appendChild(document.createTextNode(whole.slice(at, item.span.start)));
+      var element = mark(item.kind, whole.slice(item.span.start, item.span.end), item.title);
+      if (item.id) { element.id = item.id; }
+      text.appendChild(element);
+      at = item.span.end;
     });
-    text.appendChild(document.createTextNode(plain.slice(at)));
+    text.appendChild(document.createTextNode(whole.slice(at)));
+    missing.forEach(function (item) {
+      var element = mark(item.kind + " missing", missingMarker, item.title);
+      if (item.id) { element.id = item.id; }
+      text.appendChild(document.createTextNode(" "));
+      text.appendChild(element);
+    });
+    drawLists(index);
+    showWarning(index);
+  }
+
+  function spanText(index, span) {
+    return span.missing ? missingMarker : plain(index).slice(span.start, span.end);
+  }
+
+  function drawLists(index) {
     var list = document.getElementById("spans-" + index);
     list.textContent = "";
-    spans[index].forEach(function (span) {
+    own[index].forEach(function (span) {
       var item = document.createElement("li");
-      item.textContent = span.severity + ": " + plain.slice(span.start, span.end);
+      item.textContent = span.severity + (span.category ? " (" + span.category + ")" : "") + ": " +
+        spanText(index, span);
       list.appendChild(item);
     });
+    var shown = document.getElementById("suggestions-" + index);
+    shown.textContent = "";
+    suggested[index].forEach(function (suggestion, k) {
+      var choice = decided[index][k];
+      var item = document.createElement("li");
+      item.id = "suggestion-" + index + "-" + k;
+      item.className = (choice ? choice.decision : "open") + (focused[index] === k ? " focused" : "");
+      var span = choice && choice.final ? choice.final : suggestion;
+      item.textContent = "suggested " + span.severity + ": " + spanText(index, suggestion) + " — " + suggestion.note +
+        " (" + (choice ? choice.decision : "a accept, r reject, t minor/major, e new extent") + ")";
+      [["accept", "accepted"], ["reject", "rejected"]].forEach(function (pair) {
+        var button = document.createElement("button");
+        button.type = "button";
+        button.textContent = pair[0];
+        button.className = "decide-" + pair[0];
+        button.addEventListener("click", function () { focusSuggestion(index, k); decide(index, pair[1]); });
+        item.appendChild(document.createTextNode(" "));
+        item.appendChild(button);
+      });
+      shown.appendChild(item);
+    });
+  }
+
+  function focusSuggestion(index, k) {
+    focused[index] = k;
+    draw(index);
+  }
+
+  function moveSuggestion(step) {
+    var total = suggested[current].length;
+    if (!total) { status.textContent = "Translation " + (current + 1) + " has no suggested error."; return; }
+    var k = focused[current] < 0 ? (step > 0 ? 0 : total - 1) : (focused[current] + step + total) % total;
+    focusSuggestion(current, k);
+  }
+
+  // A decision on the focused suggestion: accepted keeps its extent and
+  // severity; a changed extent or severity makes it edited.
+  function decide(index, decision, change) {
+    var k = focused[index];
+    if (k < 0) { status.textContent = "Press s to choose a suggested error first."; return; }
+    var suggestion = suggested[index][k];
+    var choice = decided[index][k];
+    if (decision === "rejected") {
+      decided[index][k] = {decision: "rejected", final: null};
+    } else {
+      var base = choice && choice.final ? choice.final : suggestion;
+      var final = {start: base.start, end: base.end, severity: base.severity};
+      if (suggestion.missing) { final.missing = true; }
+      if (change) { change(final); }
+      var same = final.start === suggestion.start && final.end === suggestion.end &&
+        final.severity === suggestion.severity;
+      decided[index][k] = {decision: same ? "accepted" : "edited", final: final};
+    }
+    draw(index);
   }
 
   function offsetIn(text, node, offset) {
@@ -69,25 +186,52 @@
     return range.toString().length;
   }
 
-  function markSelection(severity) {
+  // The selected characters of one output: {index, start, end}, or null.
+  function selected() {
     var selection = window.getSelection();
-    if (!selection || selection.isCollapsed) { return false; }
+    if (!selection || selection.isCollapsed) { return null; }
     var range = selection.getRangeAt(0);
     for (var i = 0; i < count; i++) {
       var text = output(i).querySelector(".text");
       if (text.contains(range.startContainer) && text.contains(range.endContainer)) {
         var start = offsetIn(text, range.startContainer, range.startOffset);
-        var end = offsetIn(text, range.endContainer, range.endOffset);
-        if (end > start) {
-          spans[i].push({start: start, end: end, severity: severity});
-          selection.removeAllRanges();
-          drawSpans(i);
-          focusOutput(i);
-          return true;
-        }
+        var end = Math.min(offsetIn(text, range.endContainer, range.endOffset), plain(i).length);
+        if (end > start) { return {index: i, start: start, end: end}; }
       }
     }
-    return false;
+    return null;
+  }
+
+  function addSpan(index, span) {
+    if (protocol === "mqm") { span.category = category.value; }
+    own[index].push(span);
+    draw(index);
+    focusOutput(index);
+  }
+
+  function markSelection(severity) {
+    var found = selected();
+    if (!found) { return false; }
+    window.getSelection().removeAllRanges();
+    var span = {start: found.start, end: found.end, severity: severity};
+    if (spansProtocol) { span.missing = false; }
+    addSpan(found.index, span);
+    return true;
+  }
+
+  function markMissing(severity) {
+    var length = plain(current).length;
+    addSpan(current, {start: length, end: length, severity: severity, missing: true});
+  }
+
+  function newExtent() {
+    var found = selected();
+    if (!found || focused[found.index] < 0 || suggested[found.index][focused[found.index]].missing) {
+      status.textContent = "Select the words of the focused suggestion's new extent, then press e.";
+      return;
+    }
+    window.getSelection().removeAllRanges();
+    decide(found.index, "edited", function (final) { final.start = found.start; final.end = found.end; });
   }
 
   function usable(index) {
@@ -116,6 +260,30 @@
     window.location.assign("/review/campaigns/" + campaign + "/rate" + (next === null ? "" : "/" + next));
   }
 
+  function decisions(index) {
+    return suggested[index].map(function (suggestion, k) {
+      var choice = decided[index][k];
+      return {detector: suggestion.detector, start: suggestion.start, end: suggestion.end,
+              decision: choice.decision, final: choice.final};
+    });
+  }
+
+  function gateRefused(answer) {
+    feedback.textContent = "";
+    var intro = document.createElement("p");
+    intro.textContent = "Not accepted yet: change your answer and send it again.";
+    feedback.appendChild(intro);
+    var list = document.createElement("ul");
+    answer.reasons.forEach(function (reason) {
+      var item = document.createElement("li");
+      item.textContent = reason;
+      list.appendChild(item);
+    });
+    feedback.appendChild(list);
+    feedback.hidden = false;
+    status.textContent = "Not accepted: see above.";
+  }
+
   function save() {
     if (saving) { return; }
     for (var i = 0; i < count; i++) {
@@ -124,22 +292,32 @@
         focusOutput(i);
         return;
       }
+      var open = decided[i].indexOf(null);
+      if (open >= 0) {
+        status.textContent = "Accept or reject suggested error " + (open + 1) + " of translation " + (i + 1) + " first.";
+        focusOutput(i);
+        focusSuggestion(i, open);
+        return;
+      }
     }
     var ratings = [];
     for (var j = 0; j < count; j++) {
-      ratings.push({score: Number(slider(j).value), usable: usable(j), spans: spans[j]});
+      ratings.push({score: Number(slider(j).value), usable: usable(j), spans: allSpans(j), decisions: decisions(j)});
     }
     saving = true;
     status.textContent = "Saving…";
-    send("/api/review/campaigns/" + campaign + "/rate/" + position, {ratings: ratings}).then(function (answer) {
+    send("/api/review/campaigns/" + campaign + "/rate/" + position,
+         {ratings: ratings, opened_at: task.dataset.openedAt}).then(function (answer) {
+      saving = false;
+      if (answer.passed === false) { gateRefused(answer); return; }
       next = answer.next;
       status.textContent = "Saved (" + answer.done + " of " + answer.tasks + ").";
       if (answer.reference !== undefined) {
         document.getElementById("reference").textContent = answer.reference;
         panel.hidden = false;
         document.getElementById("continue").focus();
-        saving = false;
       } else {
+        saving = true;
         goOn();
       }
     }).catch(function (error) {
@@ -156,8 +334,16 @@
       .catch(function (error) { status.textContent = "Flag not saved: " + error.message; });
   }
 
+  function toggleSeverity() {
+    decide(current, "edited", function (final) { final.severity = final.severity === "minor" ? "major" : "minor"; });
+  }
+
   document.addEventListener("keydown", function (event) {
     var target = event.target;
+    if (category && target === category) {
+      if (event.key === "Escape" || event.key === "Enter") { event.preventDefault(); focusOutput(current); }
+      return;
+    }
     var typing = target.tagName === "TEXTAREA" || target.tagName === "SELECT" ||
       (target.tagName === "INPUT" && target.type === "text");
     if (!panel.hidden) {
@@ -175,22 +361,52 @@
     else if (key === "]" || (key === "Tab" && !event.shiftKey)) { focusOutput(current + 1); }
     else if (key === "[" || (key === "Tab" && event.shiftKey)) { focusOutput(current - 1); }
     else if (key === "m" || key === "M") { if (!markSelection(key === "m" ? "minor" : "major")) { return; } }
-    else if (key === "x") { spans[current].pop(); drawSpans(current); }
+    else if (spansProtocol && (key === "o" || key === "O")) { markMissing(key === "o" ? "minor" : "major"); }
+    else if (key === "x") { own[current].pop(); draw(current); }
+    else if (key === "s" || key === "S") { moveSuggestion(key === "s" ? 1 : -1); }
+    else if (key === "a") { decide(current, "accepted"); }
+    else if (key === "r") { decide(current, "rejected"); }
+    else if (key === "t") { toggleSeverity(); }
+    else if (key === "e") { newExtent(); }
+    else if (key === "c" && category) { category.focus(); }
+    else if (key === "h") { var keys = document.getElementById("keys"); keys.open = !keys.open; }
     else if (key === "Enter") { save(); }
     else { return; }
     event.preventDefault();
   });
 
+  // A rated item comes back with its spans (suggestions' finals among them)
+  // and decisions: the reviewer's own spans are the rest.
+  function restore(index, spans, stored) {
+    var finals = stored.filter(function (choice) { return choice.final; }).map(function (choice) {
+      return choice.final.start + ":" + choice.final.end + ":" + choice.final.severity;
+    });
+    own.push(spans.filter(function (span) {
+      var key = span.start + ":" + span.end + ":" + span.severity;
+      var at = finals.indexOf(key);
+      if (at >= 0) { finals.splice(at, 1); return false; }
+      return true;
+    }));
+    decided.push(suggested[index].map(function (suggestion, k) {
+      var choice = stored[k];
+      return choice ? {decision: choice.decision, final: choice.final} : null;
+    }));
+  }
+
   for (var i = 0; i < count; i++) {
     (function (index) {
       var input = slider(index);
+      var element = output(index);
+      element.dataset.plain = element.querySelector(".text").textContent;
       input.addEventListener("input", function () { input.dataset.set = "true"; showScore(index); });
       input.addEventListener("focus", function () {
         current = index;
         for (var k = 0; k < count; k++) { output(k).classList.toggle("current", k === current); }
       });
-      spans.push(JSON.parse(output(index).dataset.spans || "[]"));
-      drawSpans(index);
+      suggested.push(JSON.parse(element.dataset.suggestions || "[]"));
+      focused.push(-1);
+      restore(index, JSON.parse(element.dataset.spans || "[]"), JSON.parse(element.dataset.decisions || "[]"));
+      draw(index);
     })(i);
   }
   document.getElementById("save").addEventListener("click", save);
