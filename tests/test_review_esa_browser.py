@@ -203,18 +203,19 @@ def test_an_esa_campaign_with_suggestions_from_creation_to_stored_decisions(brow
     for rated in (rating for task in every for rating in task["ratings"].values()):
         assert rated["started_at"] is not None and rated["started_at"] <= rated["rated_at"]
 
-    maintainer_reads_the_campaign(maintainer.page, base, cree)
+    maintainer_reads_the_campaign(maintainer.page, base, cree, rejected=scenario["suggested"] - 1)
     for watched in (maintainer, reviewer):
         assert watched.errors == [] and watched.outside == [], (watched.errors, watched.outside)
         watched.close()
 
 
-def maintainer_reads_the_campaign(page, base: str, campaign_id: str) -> None:
+def maintainer_reads_the_campaign(page, base: str, campaign_id: str, rejected: int) -> None:
     """The maintainer's page of the reviewed campaign: its protocol, the
-    reviewer's finished queue (gate included) and both systems ranked from
-    the campaign's items alone. The campaign results' per-detector
-    confirmation rates and prefill bias (gateway/review/detectors.py) are
-    read on this page too, beside these."""
+    reviewer's finished queue (gate included), both systems ranked from the
+    campaign's items alone, and the analyzer's suggestions judged: the
+    reviewer rejected `rejected` of them and accepted every other one, so
+    the confirmed share is (judged - rejected) / judged, with an interval
+    around it, and the prefill bias is read beside it."""
     page.goto(f"{base}/review/campaigns/{campaign_id}")
     assert page.locator("#campaign-protocol").text_content().startswith("esa")
     done, total = page.locator("#progress tbody tr td.num").all_text_contents()
@@ -222,6 +223,18 @@ def maintainer_reads_the_campaign(page, base: str, campaign_id: str) -> None:
     assert page.locator("#systems tbody tr").count() == 2
     ranked = [row.locator("td").nth(2).text_content() for row in page.locator("#systems tbody tr").all()]
     assert ranked == ["crk-good", "crk-rough"]
+    rows = {row.locator("td").first.text_content(): [cell.text_content() for cell in row.locator("td").all()]
+            for row in page.locator("#detectors tbody tr").all()}
+    name, metric, judged, accepted, edited, rejected_cell, share, interval, false_rejections = rows["fst_rejected"]
+    judged = int(judged)
+    assert metric == "fst_acceptance_rate" and int(rejected_cell) == rejected and edited == "0"
+    assert int(accepted) == judged - rejected and judged > rejected
+    assert float(share) == pytest.approx((judged - rejected) / judged, abs=5e-4)
+    low, high = (float(bound) for bound in interval.split(" – "))
+    assert low <= float(share) <= high
+    assert float(false_rejections) == pytest.approx(rejected / judged, abs=5e-4)
+    bias = page.locator("#prefill-bias").text_content()
+    assert "with suggestions" in bias and "without" in bias
 
 
 def platform_fonts(page, selector: str) -> set[str]:
