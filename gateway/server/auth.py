@@ -20,20 +20,21 @@ from __future__ import annotations
 
 import inspect
 from contextlib import aclosing
-from contextvars import ContextVar
-from dataclasses import dataclass
 
 import grpc
 import structlog
 
 from champollion.eval.v1 import gateway_pb2
 from champollion.core.roles import MAINTAINER, ROLES, SUBMITTER
+from gateway.server.callers import (MAINTAINER_TIERS, Caller, allows, current_caller, may_use_tier, open_caller,
+                                    set_caller)
 from gateway.server.tokens import TokenFile
 
 log = structlog.get_logger()
 
-__all__ = ["ROLES", "RPC_ROLES", "AccessControl", "Caller", "caller_name", "caller_role", "current_caller", "require",
-           "require_for_tier"]
+# Caller, current_caller, allows and may_use_tier are callers.py's (no gRPC there), named here for the handlers.
+__all__ = ["MAINTAINER_TIERS", "ROLES", "RPC_ROLES", "AccessControl", "Caller", "allows", "caller_name", "caller_role",
+           "current_caller", "may_use_tier", "require", "require_for_tier"]
 
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
 # Services any caller may use without a token.
@@ -61,32 +62,11 @@ RPC_ROLES = {
     "CheckCorpus": MAINTAINER,  # reads references and provenance
 }
 
-# Corpus tiers (seed 001 §5.2) only maintainers may run or read: the gold
-# set is fully private. dev and holdout sources are open to submitters.
-MAINTAINER_TIERS = ("gold",)
-
 MISSING = ("missing token: send gRPC metadata 'authorization: Bearer <token>' "
            "(champollion: --token or CHAMPOLLION_TOKEN)")
 MALFORMED = "malformed authorization header: expected exactly one 'authorization: Bearer <token>'"
 UNKNOWN = "unknown token: not in this gateway's tokens file (revoked, mistyped, or for another gateway)"
 EXPIRED = "expired token: {name!r} expired at {expires} (ask for a new one)"
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling: the token's name (None on an open gateway), its
-    role, and the RPC called."""
-    name: str | None
-    role: str
-    rpc: str
-
-
-# Set for the handler's task by the interceptor; unset outside a call.
-_CALLER: ContextVar[Caller] = ContextVar("champollion_caller")
-
-
-def allows(role: str, needed: str) -> bool:
-    return ROLES.index(role) >= ROLES.index(needed)
 
 
 def role_for(method: str) -> str | None:
@@ -97,14 +77,6 @@ def role_for(method: str) -> str | None:
     if service == GATEWAY_SERVICE:
         return RPC_ROLES.get(rpc, MAINTAINER)
     return MAINTAINER
-
-
-def current_caller() -> Caller:
-    """Who is calling, as the interceptor established it (a maintainer
-    without a name on a gateway without --auth). Outside a call through the
-    interceptor, a nameless caller with the least role: nothing private
-    leaks by mistake."""
-    return _CALLER.get(None) or Caller(None, SUBMITTER, "this call")
 
 
 def caller_role(context) -> str:
@@ -124,12 +96,6 @@ async def require(context, role: str, action: str | None = None) -> None:
     if allows(caller.role, role):
         return
     await context.abort(grpc.StatusCode.PERMISSION_DENIED, _denied(action or caller.rpc, role, caller))
-
-
-def may_use_tier(role: str, corpus_tier: str | None) -> bool:
-    """Whether `role` may run or read a corpus of `corpus_tier` (seed 001
-    §5.2: a gold corpus is fully private, maintainers only)."""
-    return corpus_tier not in MAINTAINER_TIERS or allows(role, MAINTAINER)
 
 
 async def require_for_tier(context, corpus_tier: str | None, action: str) -> None:
@@ -160,7 +126,7 @@ class AccessControl(grpc.aio.ServerInterceptor):
             return handler
         rpc = method.rpartition("/")[2]
         if self.tokens is None:
-            caller = Caller(None, MAINTAINER, rpc)
+            caller = open_caller(rpc)
         else:
             caller, problem = self._authenticate(handler_call_details.invocation_metadata or (), rpc)
             if caller is None:
@@ -214,14 +180,14 @@ def _as_caller(handler: grpc.RpcMethodHandler, caller: Caller) -> grpc.RpcMethod
     behavior = getattr(handler, field)
     if inspect.isasyncgenfunction(behavior):
         async def wrapped(request, context):
-            _CALLER.set(caller)
+            set_caller(caller)
             # Closed when the call ends early, so the handler's clean-up runs then.
             async with aclosing(behavior(request, context)) as responses:
                 async for response in responses:
                     yield response
     elif inspect.iscoroutinefunction(behavior):
         async def wrapped(request, context):
-            _CALLER.set(caller)
+            set_caller(caller)
             return await behavior(request, context)
     else:
         raise TypeError(f"{caller.rpc}: the gateway's handlers are coroutines or async generators")
