@@ -3,7 +3,8 @@ the gRPC servicer and the web front's Starlette modules make no store call
 but through the rules layer (gateway/server/readings.py, comparisons.py,
 runs.py, submissions.py...), import no rule constant (a tier, a role, a
 decision list), spell no tier or role, and the web asks the rules through
-the modules the servicer calls, never access.py or auth.py directly.
+the modules the servicer calls, never access.py or auth.py directly; no
+front door picks a gRPC status (gateway/server/statuses.py's one table does).
 
 apps/web/review.py is not listed yet: its rules move to gateway/review in
 issue 35's review part, after which it joins FRONT_DOORS."""
@@ -69,6 +70,13 @@ def rule_words(source: str) -> set[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in RULE_WORDS}
 
 
+def status_codes(source: str) -> list[str]:
+    """The gRPC status codes `source` names (statuses.py's table is where refusals get theirs)."""
+    return [ast.unparse(node) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "StatusCode"]
+
+
 def server_imports(source: str) -> set[str]:
     """The gateway.server modules `source` imports from."""
     modules = set()
@@ -100,6 +108,11 @@ def test_a_front_door_spells_no_tier_or_role(module):
     assert rule_words(read(module)) == set()
 
 
+@pytest.mark.parametrize("module", FRONT_DOORS)
+def test_a_front_door_names_no_status_code_of_its_own(module):
+    assert status_codes(read(module)) == []
+
+
 @pytest.mark.parametrize("module", WEB)
 def test_the_web_asks_the_rules_through_the_modules_the_servicer_calls(module):
     assert server_imports(read(module)) <= WEB_MAY_IMPORT
@@ -112,10 +125,12 @@ def test_the_checks_find_what_they_exist_to_stop():
             "def handler(front, caller):\n"
             "    if caller.role == 'maintainer':\n"
             "        return front.store.list_runs(None)\n"
+            "    context.abort(grpc.StatusCode.NOT_FOUND, 'gone')\n"
             "    return front.call(lambda store: store.leaderboard('wmt'))\n")
     assert store_calls(door) == ["front.store.list_runs", "store.leaderboard"]
     assert rule_constants(door) == {"SECRET_TIERS"}
     assert rule_words(door) == {"maintainer"}
     assert server_imports(door) == {"gateway.server.access"}
+    assert status_codes(door) == ["grpc.StatusCode.NOT_FOUND"]
     # Opening and closing the store, and a web session's own table, are not rules.
     assert store_calls("store = RunStore.open(url)\nstore.close()\nself.stored.end(sid, why)\n") == []

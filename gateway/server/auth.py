@@ -8,9 +8,9 @@ file (`serve --auth FILE`, gateway/server/tokens.py) each call must carry
 a maintainer), which `serve` allows on loopback only. Health checks and
 reflection stay open either way, for probes.
 
-Handlers ask `caller_role(context)` / `current_caller()` for finer rules
-(gateway/server/access.py: a gold corpus's runs, another token's runs, a
-budget), or `await require(context, role)`.
+Handlers ask `current_caller()` (gateway/server/callers.py) for finer rules,
+which are gateway/server/access.py's (a gold corpus's runs, another token's
+runs, a budget) and raise refusals, not gRPC statuses.
 
 A call refused here is refused before its request is read
 (`_refusing`): an unauthenticated caller cannot make the gateway take in a
@@ -34,7 +34,7 @@ log = structlog.get_logger()
 
 # Caller, current_caller, allows and may_use_tier are callers.py's (no gRPC there), named here for the handlers.
 __all__ = ["MAINTAINER_TIERS", "ROLES", "RPC_ROLES", "AccessControl", "Caller", "allows", "caller_name", "caller_role",
-           "current_caller", "may_use_tier", "require", "require_for_tier"]
+           "current_caller", "may_use_tier"]
 
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
 # Services any caller may use without a token.
@@ -42,7 +42,7 @@ OPEN_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflect
 
 # The one table of who may call what: the least role each Gateway RPC needs.
 # An RPC not listed needs a maintainer. Finer rules (gold corpora, private
-# references) are the handlers', through caller_role / require.
+# references) are access.py's, asked by the handlers.
 RPC_ROLES = {
     "Evaluate": SUBMITTER,
     "EvaluateStream": SUBMITTER,
@@ -87,22 +87,6 @@ def caller_role(context) -> str:
 def caller_name(context) -> str | None:
     """The calling token's name (None on a gateway without --auth)."""
     return current_caller().name
-
-
-async def require(context, role: str, action: str | None = None) -> None:
-    """Aborts the call with PERMISSION_DENIED unless the caller has `role`;
-    the message names `action` (default: the RPC) and the role needed."""
-    caller = current_caller()
-    if allows(caller.role, role):
-        return
-    await context.abort(grpc.StatusCode.PERMISSION_DENIED, _denied(action or caller.rpc, role, caller))
-
-
-async def require_for_tier(context, corpus_tier: str | None, action: str) -> None:
-    """Aborts with PERMISSION_DENIED when `action` on a corpus of
-    `corpus_tier` needs a role the caller lacks (a gold corpus: maintainer)."""
-    if not may_use_tier(caller_role(context), corpus_tier):
-        await require(context, MAINTAINER, f"{action} on a {corpus_tier} corpus")
 
 
 def _denied(action: str, needed: str, caller: Caller) -> str:
