@@ -138,6 +138,34 @@ def test_cli_prints_one_line_naming_file_line_and_field(cli, stack, tmp_path, li
                                               "--gateway", stack.gateway_address))
 
 
+def test_each_system_is_put_in_corpus_order_once_and_its_lines_follow(cli, stack, tmp_path):
+    """Two systems, each file out of corpus order: every file is sorted once
+    (by the client, issue 35: the CLI sorted it too before), and the second
+    system's bad line is still named by its line in its own file."""
+    import sys
+
+    from apps.inputs import in_corpus_order
+
+    sorted_files = []
+
+    def watch(frame, event, arg):  # every call of the function, however it was imported
+        if event == "call" and frame.f_code is in_corpus_order.__code__:
+            sorted_files.append(frame.f_locals["predictions"].path.name)
+
+    corpus, first = write_run(tmp_path, prediction_lines=['{"id": "b", "prediction": "Adiós"}',
+                                                          '{"id": "a", "prediction": "Hola"}'])
+    second = tmp_path / "second.jsonl"
+    second.write_text('{"id": "b", "prediction": "Adiós"}\n{"id": "a", "prediction": "Hola", "latency_s": -1}\n',
+                      encoding="utf-8")
+    sys.setprofile(watch)
+    try:
+        result = cli("evaluate", corpus, first, second, "--gateway", stack.gateway_address)
+    finally:
+        sys.setprofile(None)
+    assert "second.jsonl:2: predictions[0].latency_s (id 'a'): must not be negative" in invalid_input_line(result)
+    assert sorted_files == ["predictions.jsonl", "second.jsonl"]
+
+
 @pytest.mark.parametrize(
     "corpus, expected",
     [

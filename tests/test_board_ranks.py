@@ -23,7 +23,7 @@ from apps.web.app import WebSettings, create_app
 from gateway.card.compare import ComparableRun
 from gateway.card.pairs import compare_all
 from gateway.server import board_ranks
-from gateway.server.auth import Caller
+from gateway.server.callers import Caller
 from gateway.server.board_ranks import MAX_RANKED_RUNS, ranked_group, unranked_note
 from gateway.server.readings import leaderboard_for
 from gateway.store import RunStore

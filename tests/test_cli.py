@@ -147,6 +147,30 @@ def test_compare_two_run_cards(cli, stack, example_card, tmp_path):
     assert comparison["bootstrap"]["resamples"] == 200
 
 
+def test_several_systems_are_compared_by_their_stored_ids(cli, stack, tmp_path, monkeypatch):
+    """evaluate with two systems on a gateway with a store: the comparison
+    names the stored runs by id (the gateway reads their statistics back),
+    the cards are not sent again (issue 35)."""
+    from apps.client import Client
+
+    sides = []
+    compare = Client.compare
+
+    def recorded(self, baseline, system, **options):
+        sides.extend([baseline, system])
+        return compare(self, baseline, system, **options)
+
+    monkeypatch.setattr(Client, "compare", recorded)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes((EXAMPLE / "predictions.jsonl").read_bytes())
+    result = cli("evaluate", EXAMPLE / "corpus.json", EXAMPLE / "predictions.jsonl", other, "--resamples", "100",
+                 "--gateway", stack.gateway_address, "--json")
+    assert result.exit_code == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert sides == [runs[0]["run_id"], runs[1]["run_id"]]
+    assert [line.split(" stored in ")[0].split("run ")[-1] for line in result.stderr.splitlines()[-2:]] == sides
+
+
 def test_compare_refuses_different_corpus_versions(cli, stack, example_card, tmp_path):
     card = json.loads(example_card.read_text(encoding="utf-8"))
     card["dataset"]["version"] = "0" * 64

@@ -12,9 +12,10 @@ import sqlalchemy
 from apps.client import Client
 from champollion.core.run_card import run_card_from_proto, run_card_to_proto
 from champollion.eval.v1 import gateway_pb2
-from gateway.review.campaigns import CampaignRequest, checked_ratings, create_campaign, results_of
+from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
 from gateway.review.detectors import MIN_JUDGED, MIN_JUDGED_OUTPUTS, citations, detector_report
 from gateway.review.prefill import suggestions_for
+from gateway.review.ratings import checked_ratings
 from gateway.store.location import open_engine, parse_store_url
 from gateway.store.tables import review_campaigns, review_ratings, review_tasks
 from tests.conftest import run_cli

@@ -23,7 +23,7 @@ from alembic import command
 from apps.launch.embedded import EmbeddedStack
 from champollion.eval.v1 import gateway_pb2, gateway_pb2_grpc
 from gateway.card.identity import keyed_version, public_fingerprint, run_fingerprint, with_public_version
-from gateway.server.registered import public_card
+from gateway.server.access import public_card
 from gateway.server.tokens import Token, TokenFile, token_hash
 from gateway.store import InvalidQuery, RunStore, UnknownCorpus, version_keys
 from gateway.store.corpora import canonical_entry, content_version, pick, shown_version

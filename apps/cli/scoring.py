@@ -39,7 +39,6 @@ from apps.inputs import (
     INT64,
     InputError,
     PredictionFile,
-    in_corpus_order,
     language_flags,
     load_corpus,
     load_glossary,
@@ -182,7 +181,9 @@ def _selection(args):
 
 
 def _load_run(args, kind: str, files: list[str]):
-    """(corpus, each system's predictions, the file a corpus field's error names)."""
+    """(corpus, each system's predictions, the file a corpus field's error
+    names). The predictions are in file order: Client.evaluate_request puts
+    them in corpus order, lines with them (apps.inputs.in_corpus_order)."""
     if kind == "registered":  # scored server-side: predictions only
         if args.dataset_id:
             raise CliError("--dataset-id with --corpus-id: a registered corpus has its id", EXIT_INVALID_INPUT)
@@ -197,7 +198,7 @@ def _load_run(args, kind: str, files: list[str]):
         runs = [load_predictions(Path(name)) for name in files]
     if args.dataset_id:
         corpus.id = args.dataset_id
-    return corpus, [in_corpus_order(predictions, corpus) for predictions in runs], corpus_path
+    return corpus, runs, corpus_path
 
 
 def _metas(args, files: list[str], names: list[str]) -> list[tuple[gateway_pb2.RunMeta, Path | None]]:
@@ -302,7 +303,8 @@ def cmd_evaluate(args) -> int:
                                         metrics=args.metrics or (), families=args.families or ())
                 for predictions, (meta, _) in zip(runs, metas)]
     # The requests carry the run from here: the files' entries and predictions as read go (about 1 KiB
-    # an entry), and an error the gateway finds is located in its file by line alone.
+    # an entry), and an error the gateway finds is located in its file by line alone (the lines are in
+    # the requests' order: evaluate_request sorted each file in place).
     del corpus
     runs = [PredictionFile(predictions.path, lines=predictions.lines) for predictions in runs]
     stack = {"store": embedded_store_url(args)}

@@ -241,7 +241,9 @@ class Client:
                          metrics: Sequence[str] = (), families: Sequence[str] = (),
                          ) -> gateway_pb2.EvaluateRequest:
         """The EvaluateRequest `evaluate` sends; InvalidSettings for data of
-        the wrong shape (naming the field and entry)."""
+        the wrong shape (naming the field and entry). A PredictionFile given
+        as `predictions` is put in corpus order in place (lines with them:
+        the request's positions are then its positions)."""
         try:
             corpus_message = _corpus(corpus, source_lang, target_lang)
             prediction_file = _predictions(predictions)

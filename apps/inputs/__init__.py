@@ -366,16 +366,19 @@ def load_run_card_for_compare(path: Path) -> run_card_pb2.RunCard:
 
 
 def in_corpus_order(predictions: PredictionFile, corpus: gateway_pb2.Corpus) -> PredictionFile:
-    """The predictions sorted by their entry's position in the corpus (ids no
-    entry has last), each keeping its line number. Uploaded in parts (see
-    request_parts), every prediction then travels with its entry, and the
-    positions the gateway's error messages count are these."""
+    """Sorts `predictions` by their entry's position in the corpus (ids no
+    entry has last), each keeping its line number, and returns it. Uploaded
+    in parts (see request_parts), every prediction then travels with its
+    entry, and the positions the gateway's error messages count are these.
+    In place, and only here (the client's evaluate_request calls it): a
+    caller that keeps the file, as the CLI does to point an error at its
+    line, reads the lines in the order the request sends them."""
     position = {entry.id: index for index, entry in enumerate(corpus.entries)}
     order = sorted(range(len(predictions.predictions)),
                    key=lambda index: position.get(predictions.predictions[index].id, len(position)))
-    return PredictionFile(
-        predictions.path, [predictions.predictions[i] for i in order], [predictions.lines[i] for i in order]
-    )
+    predictions.predictions[:] = [predictions.predictions[i] for i in order]
+    predictions.lines[:] = [predictions.lines[i] for i in order]
+    return predictions
 
 
 # The run's options as the command line names them.

@@ -1,8 +1,8 @@
 """The public pages: the home page, sign-in, live leaderboards (HTML and
 the JSON `leaderboard --json` prints), run pages (with the heatmap of the
 run against its board's first runs) with their report, and corpus pages.
-What a visitor may see is decided by the gateway's rules
-(gateway/server/readings.py, access.py), the same calls as its RPCs."""
+What a visitor may see is decided by the gateway's rules, called through
+gateway/server/readings.py and comparisons.py as its RPCs call them."""
 from __future__ import annotations
 
 from collections import Counter
@@ -18,9 +18,8 @@ from apps.report.render import BOARD_COLUMNS, SHADING, board_rows, render_report
 from apps.web.rendering import REPORT_CSP, Front, PageError
 from gateway.card.display import column_label
 from gateway.card.pairs import SeenPair, headline_metrics, ranked
-from gateway.server.access import check_read, is_maintainer
 from gateway.server.comparisons import board_pairs
-from gateway.server.readings import corpora_for, leaderboard_for, run_for, runs_for
+from gateway.server.readings import corpora_for, corpus_page_for, leaderboard_for, run_for, runs_for, store_ready
 
 ENTRY_COLUMNS = tuple((key, column_label(key)) for key in ("composite", "chrf_plus_plus", "semantic_score"))
 TRUE = ("1", "true", "yes", "on")
@@ -153,29 +152,11 @@ def routes(front: Front) -> list[Route]:
         visitor = front.visitor(request, "corpus")
         corpus_id = request.path_params["corpus_id"]
 
-        def read(store):
-            versions = [corpus for corpus in store.list_corpora() if corpus["id"] == corpus_id]
-            if not versions:
-                raise PageError(404, f"no registered corpus {corpus_id!r}")
-            latest = versions[-1]
-            check_read(visitor.caller, latest["tier"], "corpus page")
-            mix = {"domain": Counter(), "difficulty": Counter()}
-            for batch in store.corpus_entries(corpus_id, latest["version"]):
-                for entry in batch:
-                    mix["domain"][entry.get("domain") or "—"] += 1
-                    mix["difficulty"][str(entry.get("difficulty") or "—")] += 1
-            flags = store.reference_flags(corpus_id) if is_maintainer(visitor.caller) else None
-            # As ListCorpora shows them: public ids and no reference findings on a secret tier.
-            shown = [info for info in corpora_for(store, visitor.caller) if info["id"] == corpus_id]
-            return shown, mix, flags
-
-        versions, mix, flags = await front.call(read)
-        return front.page(request, "corpus.html.j2", title=f"Corpus {corpus_id}", corpus_id=corpus_id,
-                          versions=versions, mix={key: sorted(counter.items()) for key, counter in mix.items()},
-                          flags=flags)
+        page = await front.call(lambda store: corpus_page_for(store, visitor.caller, corpus_id))
+        return front.page(request, "corpus.html.j2", title=f"Corpus {corpus_id}", corpus_id=corpus_id, **page)
 
     async def healthz(request: Request) -> PlainTextResponse:
-        await front.call(lambda store: store.ping())  # StoreError: 503
+        await front.call(store_ready)  # StoreError: 503
         return PlainTextResponse("ok")
 
     return [

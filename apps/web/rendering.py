@@ -16,12 +16,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from apps.report.render import number, score_text
 from apps.web.sessions import CSRF_FIELD, CSRF_HEADER, Sessions, Visitor, csrf_ok
 from champollion.core.language_tags import InvalidLanguageTag, parse_tag
-from champollion.core.roles import MAINTAINER
-from gateway.review.errors import CampaignRefused, NotAReviewer, NotNow
-from gateway.server.access import Refused, is_maintainer
-from gateway.server.auth import allows
-from gateway.store import InvalidQuery, RunStore, StoreError, UnknownCampaign, UnknownCorpus, UnknownRun, UnknownTask
-from gateway.store.errors import NothingStored
+from gateway.server import refusals
+from gateway.server.readings import check_maintainer, is_maintainer
+from gateway.store import RunStore
 
 log = structlog.get_logger()
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -45,16 +42,22 @@ class PageError(Exception):
 
 
 _ERROR_TITLES = {400: "Bad request", 401: "Sign in", 403: "Not allowed", 404: "Not found", 409: "Conflict",
-                 503: "Store unavailable"}
+                 429: "Too many requests", 503: "Store unavailable", 504: "Too slow"}
 
-# What the store and the rules raise, as HTTP statuses.
-_STATUSES = (
-    ((UnknownRun, UnknownCorpus, NothingStored, UnknownCampaign, UnknownTask), 404),
-    ((InvalidQuery, CampaignRefused), 400),
-    ((Refused, NotAReviewer), 403),
-    ((NotNow,), 409),
-    ((StoreError,), 503),
-)
+# The HTTP status of each kind of refusal the rules and the store raise
+# (gateway/server/refusals.py `kind_of`): the web's one table, as
+# gateway/server/statuses.py is the gateway's.
+_STATUSES: dict[type[refusals.Refused], int] = {
+    refusals.InvalidRequest: 400,
+    refusals.Forbidden: 403,
+    refusals.NotFound: 404,
+    refusals.Precondition: 409,
+    refusals.Conflict: 409,
+    refusals.Exhausted: 429,
+    refusals.TimedOut: 504,
+    refusals.Unavailable: 503,
+    refusals.Failed: 500,
+}
 
 
 def html_lang(tag: str | None) -> str:
@@ -98,9 +101,7 @@ class Front:
 
     def maintainer(self, request: Request, page: str) -> Visitor:
         visitor = self.signed_in(request, page)
-        if not is_maintainer(visitor.caller):
-            raise PageError(403, f"{page}: needs the maintainer role; token {visitor.caller.name!r} has the "
-                                 f"{visitor.caller.role} role")
+        check_maintainer(visitor.caller, page)
         return visitor
 
     @staticmethod
@@ -139,7 +140,7 @@ class Front:
                                         "web:page")
         html = self.templates.get_template(template).render(
             visitor=visitor, csrf=visitor.session.csrf, open_front=self.sessions.tokens is None,
-            maintainer=allows(visitor.caller.role, MAINTAINER), **context)
+            maintainer=is_maintainer(visitor.caller), **context)
         return HTMLResponse(html, status_code=status)
 
     def error(self, request: Request, error: Exception) -> Response:
@@ -177,8 +178,8 @@ class Front:
             return error.status, str(error)
         if isinstance(error, HTTPException):
             return error.status_code, error.detail
-        for kinds, status in _STATUSES:
-            if isinstance(error, kinds):
-                return status, str(error).splitlines()[0] if str(error) else type(error).__name__
+        kind = refusals.kind_of(error)
+        if kind is not None:
+            return _STATUSES[kind], str(error).splitlines()[0] if str(error) else type(error).__name__
         log.exception("web_failed", family="web")
         return 500, f"internal error ({type(error).__name__}); the server's log has the details"

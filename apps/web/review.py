@@ -20,11 +20,10 @@ from gateway.review import protocol, reviewing
 from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
 from gateway.review.ratings import MQM_SPAN_CATEGORIES
 from gateway.review.results import judgments_tsv
-from gateway.server.access import is_maintainer
-from gateway.server.readings import runs_for
+from gateway.server.readings import is_maintainer, runs_for
 
 
-def _int(value, field: str, default: int) -> int:
+def _int(value, field: str, default: int | None) -> int | None:
     text = "" if value is None else str(value).strip()
     if not text:
         return default
@@ -33,7 +32,7 @@ def _int(value, field: str, default: int) -> int:
     return int(text)
 
 
-def _share(value, field: str, default: float) -> float:
+def _share(value, field: str, default: float | None) -> float | None:
     text = "" if value is None else str(value).strip()
     if not text:
         return default
@@ -62,14 +61,13 @@ def routes(front: Front) -> list[Route]:
     async def create(request: Request):
         visitor = front.maintainer(request, "create campaign")
         form = await front.form(request)
-        campaign_request = CampaignRequest(
+        campaign_request = CampaignRequest.given(
             name=str(form.get("name", "")), run_ids=[str(run) for run in form.getlist("run_ids")],
             reviewers=[name for name in str(form.get("reviewers", "")).replace("\n", ",").split(",") if name.strip()],
-            items=_int(form.get("items"), "items", protocol.DEFAULT_ITEMS),
-            overlap=_int(form.get("overlap"), "overlap", protocol.DEFAULT_OVERLAP),
+            items=_int(form.get("items"), "items", None), overlap=_int(form.get("overlap"), "overlap", None),
             reference_review=form.get("reference_review") == "on", created_by=visitor.caller.name,
-            protocol=str(form.get("protocol") or protocol.DA), prefill=str(form.get("prefill") or protocol.PREFILL_NONE),
-            prefill_share=_share(form.get("prefill_share"), "prefill_share", protocol.DEFAULT_PREFILL_SHARE))
+            protocol=str(form.get("protocol") or "") or None, prefill=str(form.get("prefill") or "") or None,
+            prefill_share=_share(form.get("prefill_share"), "prefill_share", None))
         campaign = await front.call(lambda store: create_campaign(store, campaign_request))
         return RedirectResponse(f"/review/campaigns/{campaign['campaign_id']}", 303)
 

@@ -33,8 +33,7 @@ from typing import Callable
 import structlog
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from champollion.core.roles import MAINTAINER, REVIEWER
-from gateway.server.auth import Caller
+from gateway.server.callers import Caller, anonymous_caller, open_caller
 from gateway.server.tokens import Token, TokenFile, token_hash
 from gateway.store.web_sessions import SIGNED_IN_AGAIN, SIGNED_OUT, WebSessions
 
@@ -157,10 +156,10 @@ class Sessions:
 
     def visitor(self, session: Session, page: str) -> Visitor:
         if self.tokens is None:
-            return Visitor(Caller(None, MAINTAINER, page), session, None)
+            return Visitor(open_caller(page), session, None)
         token = self.tokens.by_hash(session.token_sha256) if session.token_sha256 else None
         if token is None or token.expired():
-            return Visitor(Caller(None, REVIEWER, page), session, None)
+            return Visitor(anonymous_caller(page), session, None)
         return Visitor(Caller(token.name, token.role, page), session, token)
 
     def sign_in(self, presented: str, previous: Session | None = None) -> Session | None:

@@ -45,6 +45,12 @@ class CampaignRequest:
     shares: dict = field(default_factory=lambda: {"repeat": protocol.REPEAT_SHARE, "control": protocol.CONTROL_SHARE})
     protocol: str = protocol.DA  # last: the field's name hides the module below it in the class body
 
+    @classmethod
+    def given(cls, **fields) -> CampaignRequest:
+        """A request from what a front door was sent: a field it was not sent
+        (None) takes the campaign's default, decided here and not there."""
+        return cls(**{name: value for name, value in fields.items() if value is not None})
+
 
 def derived_seed(seed: int, *parts: str) -> int:
     """A seed of its own for each reviewer and task, from the campaign's."""

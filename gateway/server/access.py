@@ -1,6 +1,8 @@
 """Who may see and do what with runs, beyond which RPC a role may call
 (gateway/server/auth.py `RPC_ROLES`): the one place for these rules
 (issue 26, seed 001 §5.2, §8). The servicer asks; nothing else decides.
+A refusal is a gateway/server/refusals.py error (Forbidden, InvalidRequest):
+no transport here, each front door maps it to its own status.
 
 - Reading a stored run (GetRun, a stored side of Compare): a gold corpus's
   runs are for maintainers; a holdout run is read at corpus level by anyone
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import grpc
 import structlog
 
 from champollion.core.tiers import SECRET_TIERS, is_secret, tier_of
@@ -37,8 +38,11 @@ from gateway.card.breakdowns import OWN_SCORE_KEYS, fewer_than_k_withheld, min_s
 from gateway.card.compare import DEFAULT_SAMPLES
 from gateway.card.redaction import corpus_level, ladder_only
 from gateway.server.board_ranks import RANK_FIELDS
-from gateway.server.auth import MAINTAINER, MAINTAINER_TIERS, Caller, allows, current_caller, may_use_tier
-from gateway.store.corpora import shown_version
+from champollion.core.roles import MAINTAINER
+from gateway.card.identity import with_public_version
+from gateway.server.callers import MAINTAINER_TIERS, Caller, allows, current_caller, may_use_tier
+from gateway.server.refusals import Forbidden, InvalidRequest
+from gateway.store.corpora import KEYED_TIERS, shown_version
 
 log = structlog.get_logger()
 
@@ -47,22 +51,20 @@ log = structlog.get_logger()
 MAINTAINER_COLUMNS = ("submitted_by", "review")
 
 
-class Refused(Exception):
-    """A rule of this module refuses the call: `code` is its gRPC status."""
-
-    def __init__(self, message: str, code: grpc.StatusCode = grpc.StatusCode.PERMISSION_DENIED):
-        super().__init__(message)
-        self.code = code
-
-
 def is_maintainer(caller: Caller) -> bool:
     return allows(caller.role, MAINTAINER)
 
 
-def _refused(caller: Caller, message: str) -> Refused:
+def check_maintainer(caller: Caller, what: str) -> None:
+    """Forbidden unless `caller` is a maintainer; the message names `what`."""
+    if not is_maintainer(caller):
+        raise _refused(caller, f"{what}: needs the maintainer role; {_token(caller)}")
+
+
+def _refused(caller: Caller, message: str) -> Forbidden:
     log.info("permission_denied", family="gateway", rpc=caller.rpc, token=caller.name, role=caller.role,
              reason=message.partition(":")[0])
-    return Refused(message)
+    return Forbidden(message)
 
 
 def _token(caller: Caller) -> str:
@@ -72,7 +74,7 @@ def _token(caller: Caller) -> str:
 # --- stored runs ----------------------------------------------------------------
 
 def check_read(caller: Caller, tier: str | None, what: str) -> None:
-    """Refused unless `caller` may read a stored run of a corpus of `tier`
+    """Forbidden unless `caller` may read a stored run of a corpus of `tier`
     (gold: maintainers only)."""
     if not may_use_tier(caller.role, tier):
         raise _refused(caller, f"{what} on a {tier} corpus: needs the maintainer role; {_token(caller)}")
@@ -98,7 +100,7 @@ class CompareSide:
 
 def check_compare(caller: Caller, sides: list[CompareSide], method: str, seed: int | None, samples: int,
                   what: str = "Compare") -> None:
-    """Refused unless `caller` may compare `sides` (two for Compare, any
+    """Forbidden unless `caller` may compare `sides` (two for Compare, any
     number for ComparePairs: `what` names the call in the refusal) with
     these settings (seed None and samples 0: the gateway's). A stored run
     of a secret tier is compared by a non-maintainer only with other stored
@@ -143,9 +145,9 @@ def check_sampling(caller: Caller, tier: str | None, seed: int | None, resamples
     if not budget_applies(caller, tier):
         return
     if (seed is not None and seed != DEFAULT_SEED) or resamples not in (0, DEFAULT_RESAMPLES):
-        raise Refused(f"options.seed / options.bootstrap_resamples: on a {tier} corpus the bootstrap is the "
+        raise InvalidRequest(f"options.seed / options.bootstrap_resamples: on a {tier} corpus the bootstrap is the "
                       f"gateway's (seed {DEFAULT_SEED}, {DEFAULT_RESAMPLES} resamples); leave --seed and "
-                      f"--resamples unset", grpc.StatusCode.INVALID_ARGUMENT)
+                      f"--resamples unset")
 
 
 # --- listings ------------------------------------------------------------------
@@ -156,7 +158,7 @@ def hidden_tiers(caller: Caller) -> tuple[str, ...]:
 
 
 def check_listing(caller: Caller, registered_tier: str | None, dataset_id: str, what: str) -> None:
-    """Refused when `caller` lists the runs of a registered corpus whose
+    """Forbidden when `caller` lists the runs of a registered corpus whose
     latest version is of a tier it may not read (gold: maintainers)."""
     if not may_use_tier(caller.role, registered_tier):
         raise _refused(caller, f"{what} of corpus {dataset_id!r} ({registered_tier}): needs the maintainer role; "
@@ -229,6 +231,17 @@ def corpus_info_view(info: dict, maintainer: bool) -> dict:
     shown["history"] = [{**span, "accepted_failures": _public_findings(list(span["accepted_failures"]))}
                         if span.get("accepted_failures") else span for span in info.get("history") or []]
     return shown
+
+
+def public_card(card: dict, corpus: dict, role: str) -> dict:
+    """`card` (of a run on the registered version `corpus`, a corpus_info)
+    as `role` may see its version: a maintainer the content hash the card
+    keeps, anyone else on a holdout or gold corpus its public id
+    (identity.with_public_version). The stored card is not changed: the
+    content hash stays the run's internal identity."""
+    if allows(role, MAINTAINER) or corpus["tier"] not in KEYED_TIERS:
+        return card
+    return with_public_version(card, shown_version(corpus))
 
 
 # --- run cards -----------------------------------------------------------------

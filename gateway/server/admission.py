@@ -29,20 +29,11 @@ from collections import Counter
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
-import grpc
 import structlog
 
+from gateway.server.refusals import Exhausted, TimedOut
+
 log = structlog.get_logger()
-
-
-class AdmissionRefused(Exception):
-    """A run or upload refused by a limit of this module: `code` is the gRPC
-    status to answer (RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED), the message
-    one line naming the limit."""
-
-    def __init__(self, code: grpc.StatusCode, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 class Admission:
@@ -66,13 +57,13 @@ class Admission:
         return self.admitted >= self.max_running + self.max_queued
 
     @asynccontextmanager
-    async def turn(self, context):
-        """Holds one of the run slots for the body; aborts the call with
-        RESOURCE_EXHAUSTED when every slot and queue place is taken. A
-        caller that leaves while waiting gives its place up."""
+    async def turn(self):
+        """Holds one of the run slots for the body; refusals.Exhausted when
+        every slot and queue place is taken. A caller that leaves while
+        waiting gives its place up."""
         if self.busy():
             log.warning("run_refused", family="gateway", reason="busy", admitted=self.admitted)
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, self.refusal())
+            raise Exhausted(self.refusal())
         self.admitted += 1
         try:
             async with self._turns:
@@ -93,7 +84,7 @@ class Admission:
 
 class DeferredTurn:
     """An upload's turn: none until `take`, which waits for a slot (in the
-    queue) or raises AdmissionRefused (RESOURCE_EXHAUSTED) when the queue is
+    queue) or raises refusals.Exhausted when the queue is
     full too. `take` may be called more than once; only the first counts."""
 
     def __init__(self, admission: Admission):
@@ -110,7 +101,7 @@ class DeferredTurn:
             return
         if admission.busy():
             log.warning("run_refused", family="gateway", reason="busy", admitted=admission.admitted)
-            raise AdmissionRefused(grpc.StatusCode.RESOURCE_EXHAUSTED, admission.refusal())
+            raise Exhausted(admission.refusal())
         admission.admitted += 1
         self._counted = True
         await admission._turns.acquire()  # cancelled (the client left): release() gives the place up
@@ -163,12 +154,12 @@ class UploadLimits:
     @asynccontextmanager
     async def open(self, name: str | None):
         """Counts one upload open for token `name` for the body; raises
-        AdmissionRefused (RESOURCE_EXHAUSTED) when the token has max_open
+        refusals.Exhausted when the token has max_open
         already, before any part is read."""
         if self.open_uploads[name] >= self.max_open:
             log.warning("upload_refused", family="gateway", reason="max_open_uploads", token=name,
                         open_uploads=self.open_uploads[name])
-            raise AdmissionRefused(grpc.StatusCode.RESOURCE_EXHAUSTED, self._too_many(name))
+            raise Exhausted(self._too_many(name))
         self.open_uploads[name] += 1
         try:
             yield
@@ -180,8 +171,8 @@ class UploadLimits:
     async def watch(self, parts: AsyncIterator, context=None) -> AsyncIterator:
         """The upload's parts, each awaited at most idle_seconds and all of
         them deadline_seconds in all (the first included: a call that sends
-        nothing is ended too); past either, AdmissionRefused
-        (DEADLINE_EXCEEDED) naming the limit. The wait runs in the caller's
+        nothing is ended too); past either, refusals.TimedOut
+        naming the limit. The wait runs in the caller's
         task (asyncio.timeout), as gRPC reads the call's messages.
 
         gRPC ends the parts of a call the client cancelled as if the upload
@@ -217,7 +208,7 @@ class UploadLimits:
             waited += loop.time() - started
             yield part
 
-    def _expired(self, idle: bool, number: int) -> AdmissionRefused:
+    def _expired(self, idle: bool, number: int) -> TimedOut:
         if idle:
             reason, message = "upload_idle_seconds", (
                 f"upload idle: no part came for {self.idle_seconds:g} s (upload_idle_seconds "
@@ -229,4 +220,4 @@ class UploadLimits:
                 f"(upload_deadline_seconds {self.deadline_seconds:g}; ended while part {number} was awaited); "
                 f"the run was dropped: send it again in one go")
         log.warning("upload_expired", family="gateway", reason=reason, part=number)
-        return AdmissionRefused(grpc.StatusCode.DEADLINE_EXCEEDED, message)
+        return TimedOut(message)

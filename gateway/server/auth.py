@@ -8,9 +8,9 @@ file (`serve --auth FILE`, gateway/server/tokens.py) each call must carry
 a maintainer), which `serve` allows on loopback only. Health checks and
 reflection stay open either way, for probes.
 
-Handlers ask `caller_role(context)` / `current_caller()` for finer rules
-(gateway/server/access.py: a gold corpus's runs, another token's runs, a
-budget), or `await require(context, role)`.
+Handlers ask `current_caller()` (gateway/server/callers.py) for finer rules,
+which are gateway/server/access.py's (a gold corpus's runs, another token's
+runs, a budget) and raise refusals, not gRPC statuses.
 
 A call refused here is refused before its request is read
 (`_refusing`): an unauthenticated caller cannot make the gateway take in a
@@ -20,22 +20,21 @@ from __future__ import annotations
 
 import inspect
 from contextlib import aclosing
-from contextvars import ContextVar
-from dataclasses import dataclass
 
 import grpc
 import structlog
 
 from champollion.eval.v1 import gateway_pb2
 from champollion.core.roles import MAINTAINER, ROLES, SUBMITTER
-# Gold is fully private (seed 001 §5.2): only maintainers run it or read its sources.
 from champollion.core.tiers import MAINTAINER_TIERS
+from gateway.server.callers import Caller, allows, current_caller, may_use_tier, open_caller, set_caller
 from gateway.server.tokens import TokenFile
 
 log = structlog.get_logger()
 
-__all__ = ["ROLES", "RPC_ROLES", "AccessControl", "Caller", "caller_name", "caller_role", "current_caller", "require",
-           "require_for_tier"]
+# Caller, current_caller, allows and may_use_tier are callers.py's (no gRPC there), named here for the handlers.
+__all__ = ["MAINTAINER_TIERS", "ROLES", "RPC_ROLES", "AccessControl", "Caller", "allows", "caller_name", "caller_role",
+           "current_caller", "may_use_tier"]
 
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
 # Services any caller may use without a token.
@@ -43,7 +42,7 @@ OPEN_SERVICES = ("grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflect
 
 # The one table of who may call what: the least role each Gateway RPC needs.
 # An RPC not listed needs a maintainer. Finer rules (gold corpora, private
-# references) are the handlers', through caller_role / require.
+# references) are access.py's, asked by the handlers.
 RPC_ROLES = {
     "Evaluate": SUBMITTER,
     "EvaluateStream": SUBMITTER,
@@ -71,23 +70,6 @@ UNKNOWN = "unknown token: not in this gateway's tokens file (revoked, mistyped, 
 EXPIRED = "expired token: {name!r} expired at {expires} (ask for a new one)"
 
 
-@dataclass(frozen=True)
-class Caller:
-    """Who is calling: the token's name (None on an open gateway), its
-    role, and the RPC called."""
-    name: str | None
-    role: str
-    rpc: str
-
-
-# Set for the handler's task by the interceptor; unset outside a call.
-_CALLER: ContextVar[Caller] = ContextVar("champollion_caller")
-
-
-def allows(role: str, needed: str) -> bool:
-    return ROLES.index(role) >= ROLES.index(needed)
-
-
 def role_for(method: str) -> str | None:
     """The least role full method name `method` needs; None when it is open."""
     service, _, rpc = method.lstrip("/").rpartition("/")
@@ -98,14 +80,6 @@ def role_for(method: str) -> str | None:
     return MAINTAINER
 
 
-def current_caller() -> Caller:
-    """Who is calling, as the interceptor established it (a maintainer
-    without a name on a gateway without --auth). Outside a call through the
-    interceptor, a nameless caller with the least role: nothing private
-    leaks by mistake."""
-    return _CALLER.get(None) or Caller(None, SUBMITTER, "this call")
-
-
 def caller_role(context) -> str:
     """The role of the current caller (see current_caller)."""
     return current_caller().role
@@ -114,28 +88,6 @@ def caller_role(context) -> str:
 def caller_name(context) -> str | None:
     """The calling token's name (None on a gateway without --auth)."""
     return current_caller().name
-
-
-async def require(context, role: str, action: str | None = None) -> None:
-    """Aborts the call with PERMISSION_DENIED unless the caller has `role`;
-    the message names `action` (default: the RPC) and the role needed."""
-    caller = current_caller()
-    if allows(caller.role, role):
-        return
-    await context.abort(grpc.StatusCode.PERMISSION_DENIED, _denied(action or caller.rpc, role, caller))
-
-
-def may_use_tier(role: str, corpus_tier: str | None) -> bool:
-    """Whether `role` may run or read a corpus of `corpus_tier` (seed 001
-    §5.2: a gold corpus is fully private, maintainers only)."""
-    return corpus_tier not in MAINTAINER_TIERS or allows(role, MAINTAINER)
-
-
-async def require_for_tier(context, corpus_tier: str | None, action: str) -> None:
-    """Aborts with PERMISSION_DENIED when `action` on a corpus of
-    `corpus_tier` needs a role the caller lacks (a gold corpus: maintainer)."""
-    if not may_use_tier(caller_role(context), corpus_tier):
-        await require(context, MAINTAINER, f"{action} on a {corpus_tier} corpus")
 
 
 def _denied(action: str, needed: str, caller: Caller) -> str:
@@ -159,7 +111,7 @@ class AccessControl(grpc.aio.ServerInterceptor):
             return handler
         rpc = method.rpartition("/")[2]
         if self.tokens is None:
-            caller = Caller(None, MAINTAINER, rpc)
+            caller = open_caller(rpc)
         else:
             caller, problem = self._authenticate(handler_call_details.invocation_metadata or (), rpc)
             if caller is None:
@@ -213,14 +165,14 @@ def _as_caller(handler: grpc.RpcMethodHandler, caller: Caller) -> grpc.RpcMethod
     behavior = getattr(handler, field)
     if inspect.isasyncgenfunction(behavior):
         async def wrapped(request, context):
-            _CALLER.set(caller)
+            set_caller(caller)
             # Closed when the call ends early, so the handler's clean-up runs then.
             async with aclosing(behavior(request, context)) as responses:
                 async for response in responses:
                     yield response
     elif inspect.iscoroutinefunction(behavior):
         async def wrapped(request, context):
-            _CALLER.set(caller)
+            set_caller(caller)
             return await behavior(request, context)
     else:
         raise TypeError(f"{caller.rpc}: the gateway's handlers are coroutines or async generators")

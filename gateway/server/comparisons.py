@@ -1,7 +1,7 @@
 """Comparisons of stored runs and cards as the gateway answers them: the
-paired test's settings of Compare and ComparePairs, ComparePairs itself
-(issue 34) and the all-pairs comparison of a run with its board that the
-web front's run page shows.
+paired test's settings of Compare and ComparePairs, Compare and
+ComparePairs themselves (issue 34) and the all-pairs comparison of a run
+with its board that the web front's run page shows.
 
 Every stored run is checked as a stored side of Compare is
 (access.check_compare), before any statistics are read; the statistics
@@ -18,19 +18,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-import grpc
-
 from champollion.core.limits import MAX_ID_CHARS, MAX_RESAMPLES, shown
 from champollion.core.run_card import dict_to_message
 from champollion.core.sampling import BOOTSTRAP, DEFAULT_SEED, METHODS
 from champollion.core.tiers import SECRET_TIERS
 from champollion.eval.v1 import gateway_pb2
-from gateway.card.compare import DEFAULT_SAMPLES, DIFFERENCE_CI, ComparableRun, CompareRefused
+from gateway.card.compare import DEFAULT_SAMPLES, DIFFERENCE_CI, ComparableRun, CompareRefused, compare_runs
 from gateway.card.metrics import COMPARED_METRICS, METRIC_NAMES
 from gateway.card.multiplicity import CORRECTIONS, HOLM
 from gateway.card.pairs import COMPOSITE, MIN_RUNS, DifferentVersions, check_tie_threshold, compare_all
-from gateway.server.access import CompareSide, Refused, check_compare, is_maintainer
-from gateway.server.auth import Caller
+from gateway.server.access import CompareSide, check_compare, is_maintainer
+from gateway.server.callers import Caller
+from gateway.server.refusals import InvalidRequest, Precondition
 from gateway.server.readings import leaderboard_for, shown_compared_version
 from gateway.store import RunStore
 from gateway.store.errors import NothingStored
@@ -40,10 +39,6 @@ from gateway.store.errors import NothingStored
 MAX_PAIRED_RUNS = 32
 # The runs of its board a run page compares a run with (the first by composite).
 BOARD_RUNS = 10
-
-
-def _invalid(message: str) -> Refused:
-    return Refused(message, grpc.StatusCode.INVALID_ARGUMENT)
 
 
 @dataclass(frozen=True)
@@ -64,19 +59,53 @@ class TestSettings:
 
 def paired_test_settings(request) -> TestSettings:
     """The method, seed and resamples of a CompareRequest or
-    ComparePairsRequest; Refused (INVALID_ARGUMENT naming the field)."""
+    ComparePairsRequest; refusals.InvalidRequest naming the field."""
     seed = request.seed if request.HasField("seed") else None
     if (seed is not None and seed < 0) or not 0 <= request.resamples <= MAX_RESAMPLES:
-        raise _invalid(f"seed must not be negative and resamples must be 0 (default) to {MAX_RESAMPLES}")
+        raise InvalidRequest(f"seed must not be negative and resamples must be 0 (default) to {MAX_RESAMPLES}")
     method = request.method or BOOTSTRAP
     if method not in METHODS:
-        raise _invalid(f"method must be one of {', '.join(METHODS)} (empty: bs), got {shown(request.method)}")
+        raise InvalidRequest(f"method must be one of {', '.join(METHODS)} (empty: bs), got {shown(request.method)}")
     return TestSettings(method, seed, request.resamples)
 
 
 def stored_run(store: RunStore, run_id: str) -> ComparableRun:
     """What a comparison reads of a stored run (`run_id` or a unique prefix)."""
     return ComparableRun.from_stored(*store.comparable_stats(run_id))
+
+
+def _side(store: RunStore | None, name: str, run_id: str) -> CompareSide:
+    """A side as access.check_compare weighs it: a stored run's tier and submitter."""
+    tier, submitted_by = store.run_access(run_id) if run_id else (None, None)
+    return CompareSide(name, run_id, tier, submitted_by)
+
+
+def _comparable(store: RunStore | None, run_id: str, card) -> ComparableRun:
+    """A side's statistics: the stored run `run_id`, else the card sent."""
+    return stored_run(store, run_id) if run_id else ComparableRun.from_proto(card)
+
+
+def compare(store: RunStore | None, caller: Caller, request: gateway_pb2.CompareRequest) -> gateway_pb2.CompareResponse:
+    """Compare's answer: the paired test of the system against the baseline,
+    each a stored run (by id) or a card. Who may compare what is checked
+    before any statistics are read (a stored side read as GetRun reads it;
+    on a secret tier a submitter's own stored runs, the gateway's seed and
+    samples). Refused (refusals.py): InvalidRequest (settings), Forbidden,
+    Precondition (runs that cannot be compared). `store` None: both sides
+    are cards."""
+    settings = paired_test_settings(request)
+    sides = [_side(store, name, getattr(request, f"{name}_run_id")) for name in ("baseline", "system")]
+    check_compare(caller, sides, settings.method, settings.seed, settings.resamples)
+    baseline = _comparable(store, request.baseline_run_id, request.baseline)
+    system = _comparable(store, request.system_run_id, request.system)
+    try:
+        # Bootstrap resamples, or randomization trials.
+        result = compare_runs(baseline, system, settings.samples, settings.seed_used, settings.method)
+    except CompareRefused as error:
+        raise Precondition(str(error)) from None
+    if store is not None:  # a secret version by its public id (issue 33)
+        result["dataset_version"] = shown_compared_version(store, caller, result["dataset_version"])
+    return dict_to_message(result, gateway_pb2.CompareResponse())
 
 
 # --- ComparePairs ----------------------------------------------------------------
@@ -93,30 +122,30 @@ def _metric_id(name: str) -> str:
     """A requested metric's key (a key or a short name, or "composite")."""
     key = COMPOSITE if name.strip().lower() == COMPOSITE else METRIC_NAMES.get(name.strip().lower())
     if key is None or (key != COMPOSITE and key not in COMPARED_METRICS):
-        raise _invalid(f"metrics: {shown(name)} is not a metric the paired test compares (those are: "
+        raise InvalidRequest(f"metrics: {shown(name)} is not a metric the paired test compares (those are: "
                        f"{', '.join([*COMPARED_METRICS, COMPOSITE])}, or their short names)")
     return key
 
 
 def pairs_settings(request: gateway_pb2.ComparePairsRequest) -> PairsSettings:
     """A ComparePairsRequest's settings, every one checked before any run
-    is read; Refused (INVALID_ARGUMENT naming the field)."""
+    is read; refusals.InvalidRequest naming the field."""
     if not MIN_RUNS <= len(request.runs) <= MAX_PAIRED_RUNS:
-        raise _invalid(f"runs: all pairs compares {MIN_RUNS} to {MAX_PAIRED_RUNS} runs, got {len(request.runs)}")
+        raise InvalidRequest(f"runs: all pairs compares {MIN_RUNS} to {MAX_PAIRED_RUNS} runs, got {len(request.runs)}")
     for index, run in enumerate(request.runs):
         if not run.run_id and not run.HasField("card"):
-            raise _invalid(f"runs[{index}]: give a stored run's run_id or a card")
+            raise InvalidRequest(f"runs[{index}]: give a stored run's run_id or a card")
         if len(run.name) > MAX_ID_CHARS:
-            raise _invalid(f"runs[{index}].name: at most {MAX_ID_CHARS} characters, got {len(run.name)}")
+            raise InvalidRequest(f"runs[{index}].name: at most {MAX_ID_CHARS} characters, got {len(run.name)}")
     test = paired_test_settings(request)
     correction = request.correction or HOLM
     if correction not in CORRECTIONS:
-        raise _invalid(f"correction: must be one of {', '.join(CORRECTIONS)} (empty: {HOLM}), "
+        raise InvalidRequest(f"correction: must be one of {', '.join(CORRECTIONS)} (empty: {HOLM}), "
                        f"got {shown(request.correction)}")
     try:
         check_tie_threshold(request.tie_threshold)
     except ValueError as error:
-        raise _invalid(f"tie_threshold: {error}") from None
+        raise InvalidRequest(f"tie_threshold: {error}") from None
     metric_ids = list(dict.fromkeys(_metric_id(name) for name in request.metrics)) or None
     return PairsSettings(test, correction, request.tie_threshold, metric_ids)
 
@@ -127,19 +156,16 @@ def _name(index: int, run: gateway_pb2.PairedRun) -> str:
 
 def compare_pairs(store: RunStore | None, caller: Caller,
                   request: gateway_pb2.ComparePairsRequest) -> gateway_pb2.ComparePairsResponse:
-    """ComparePairs's answer. Refused: INVALID_ARGUMENT (settings),
-    PERMISSION_DENIED (a run `caller` may not compare, named),
-    FAILED_PRECONDITION (runs that cannot be compared: different corpus
+    """ComparePairs's answer. Refused (refusals.py): InvalidRequest
+    (settings), Forbidden (a run `caller` may not compare, named),
+    Precondition (runs that cannot be compared: different corpus
     versions, each named). `store` None: a gateway without one (every run
     is then a card; the servicer answers run ids UNAVAILABLE)."""
     settings = pairs_settings(request)
-    sides = []
-    for index, run in enumerate(request.runs):
-        tier, submitted_by = store.run_access(run.run_id) if run.run_id else (None, None)
-        sides.append(CompareSide(f"#{index + 1}", run.run_id, tier, submitted_by))
+    sides = [_side(store, f"#{index + 1}", run.run_id) for index, run in enumerate(request.runs)]
     test = settings.test
     check_compare(caller, sides, test.method, test.seed, test.resamples, what="ComparePairs")
-    runs = [stored_run(store, run.run_id) if run.run_id else ComparableRun.from_proto(run.card) for run in request.runs]
+    runs = [_comparable(store, run.run_id, run.card) for run in request.runs]
 
     def shown_version(version: str) -> str:
         return version if store is None else shown_compared_version(store, caller, version)
@@ -149,9 +175,9 @@ def compare_pairs(store: RunStore | None, caller: Caller,
                              settings.tie_threshold, settings.metric_ids,
                              [_name(index, run) for index, run in enumerate(request.runs)])
     except DifferentVersions as error:
-        raise Refused(error.worded(shown_version), grpc.StatusCode.FAILED_PRECONDITION) from None
+        raise Precondition(error.worded(shown_version)) from None
     except CompareRefused as error:
-        raise Refused(str(error), grpc.StatusCode.FAILED_PRECONDITION) from None
+        raise Precondition(str(error)) from None
     result["dataset_version"] = shown_version(result["dataset_version"])
     result["test"]["difference_ci"] = DIFFERENCE_CI[test.method]
     return dict_to_message(result, gateway_pb2.ComparePairsResponse())
@@ -160,15 +186,15 @@ def compare_pairs(store: RunStore | None, caller: Caller,
 def add_pairs_part(request: gateway_pb2.ComparePairsRequest | None,
                    part: gateway_pb2.ComparePairsPart) -> gateway_pb2.ComparePairsRequest:
     """ComparePairsUpload's request so far (None before the first part)
-    with `part` added; Refused (INVALID_ARGUMENT) for a part out of place."""
+    with `part` added; refusals.InvalidRequest for a part out of place."""
     if request is None:
         if not part.HasField("request"):
-            raise _invalid("request: the first part of the upload carries the request")
+            raise InvalidRequest("request: the first part of the upload carries the request")
         return part.request
     if part.HasField("request"):
-        raise _invalid("request: only the first part of the upload carries it")
+        raise InvalidRequest("request: only the first part of the upload carries it")
     if not 0 <= part.run < len(request.runs) or request.runs[part.run].run_id:
-        raise _invalid(f"run: {part.run} is not the position of a card among the request's {len(request.runs)} runs")
+        raise InvalidRequest(f"run: {part.run} is not the position of a card among the request's {len(request.runs)} runs")
     request.runs[part.run].card.entries.extend(part.entries)
     return request
 

@@ -7,29 +7,28 @@ decides what of an entry may leave the gateway: `source_entry`, nothing
 else, for GetSources.
 
 `stored(context, use)` is the servicer's: it runs `use(store)` off the event
-loop and turns the store's errors into statuses (NOT_FOUND, ALREADY_EXISTS,
-FAILED_PRECONDITION, INVALID_ARGUMENT, UNAVAILABLE)."""
+loop. What is refused here is a refusals.py error (InvalidRequest naming the
+field, Forbidden), answered, as the store's errors are, by the servicer's
+status table (gateway/server/statuses.py)."""
 from __future__ import annotations
 
 import asyncio
 import json
 from typing import AsyncIterator, Awaitable, Callable
 
-import grpc
 from google.protobuf import json_format
 
 from champollion.core.analyzers import AnalyzerRegistry
 from champollion.core.cards import CardRegistry, UnknownLanguage
-from champollion.core.field_errors import abort_invalid
 from champollion.core.corpus_rules import PURPOSES
-from champollion.core.roles import MAINTAINER
 from champollion.core.tiers import TIER_NAMES
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.compare import ComparableRun
 from gateway.card.floor import headroom
 from gateway.corpus_check import PilotRefused, check_corpus, refusal, summary_of
-from gateway.server import auth
-from gateway.server.access import corpus_info_view
+from gateway.server.access import check_read, corpus_info_view, is_maintainer
+from gateway.server.callers import current_caller
+from gateway.server.refusals import InvalidRequest
 from gateway.server.validation import InvalidRun, check_dataset_id, check_entry, check_header
 from gateway.store import RunStore, UnknownCorpus
 from gateway.store.corpora import MIN_VERSION_PREFIX, pick, shown_version
@@ -39,27 +38,23 @@ Stored = Callable[[object, Callable[[RunStore], object]], Awaitable]
 SOURCES_PER_MESSAGE = 2000
 
 
-async def authorize(context, action: str, corpus_tier: str | None) -> None:
+def authorize(action: str, corpus_tier: str | None) -> None:
     """Whether the caller may do `action` ("register_corpus", "list_corpora",
     "set_corpus_tier", "read_sources") on a corpus of `corpus_tier`: the
     RPC table (gateway/server/auth.py) has admitted the caller to the RPC;
-    what is left is the tier's rule, e.g. a gold corpus's sources are for
-    maintainers only (PERMISSION_DENIED otherwise)."""
-    await auth.require_for_tier(context, corpus_tier, action)
+    what is left is the tier's rule, access.check_read's (a gold corpus's
+    sources are for maintainers only; refusals.Forbidden otherwise)."""
+    check_read(current_caller(), corpus_tier, action)
 
 
-async def _invalid(context, message: str) -> None:
-    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
-
-
-async def _check_tier(context, tier: str) -> None:
+def _check_tier(tier: str) -> None:
     if tier not in TIER_NAMES:
-        await _invalid(context, f"tier: unknown tier {tier!r}; tiers: {', '.join(TIER_NAMES)}")
+        raise InvalidRequest(f"tier: unknown tier {tier!r}; tiers: {', '.join(TIER_NAMES)}")
 
 
-async def _require_corpus_id(context, corpus_id: str) -> None:
+def _require_corpus_id(corpus_id: str) -> None:
     if not corpus_id:
-        await _invalid(context, "corpus_id: is required")
+        raise InvalidRequest("corpus_id: is required")
 
 
 def info_message(info: dict, maintainer: bool = True) -> gateway_pb2.CorpusInfo:
@@ -143,7 +138,7 @@ async def _checked(context, corpus: dict, tier: str, reason: str, cards: CardReg
         return summary, None, None
     if not reason.strip():
         return summary, None, refusal(corpus["id"], tier, failures)
-    return summary, {"reason": reason.strip(), "failures": failures, "by": auth.caller_name(context)}, None
+    return summary, {"reason": reason.strip(), "failures": failures, "by": current_caller().name}, None
 
 
 async def register_corpus(parts: AsyncIterator, context, cards: CardRegistry, stored: Stored):
@@ -151,19 +146,17 @@ async def register_corpus(parts: AsyncIterator, context, cards: CardRegistry, st
     try:
         first = await parts.__anext__()
     except StopAsyncIteration:
-        await _invalid(context, "the upload carried no part")
+        raise InvalidRequest("the upload carried no part") from None
     header = first.corpus
     if not header.id:
-        await _invalid(context, "corpus.id: is required")
-    await _check_tier(context, first.tier)
-    await authorize(context, "register_corpus", first.tier)
-    try:
-        check_dataset_id(header.id, "corpus.id")  # the characters a client-sent corpus's id may use
-        languages = check_header(gateway_pb2.EvaluateRequest(corpus=gateway_pb2.Corpus(
-            source_lang=header.source_lang, target_lang=header.target_lang)), cards)
-        entries = await _entries(first, parts)
-    except InvalidRun as error:
-        await abort_invalid(context, error)
+        raise InvalidRequest("corpus.id: is required")
+    _check_tier(first.tier)
+    authorize("register_corpus", first.tier)
+    # An InvalidRun from these is answered with its field and entry id as details (statuses.py).
+    check_dataset_id(header.id, "corpus.id")  # the characters a client-sent corpus's id may use
+    languages = check_header(gateway_pb2.EvaluateRequest(corpus=gateway_pb2.Corpus(
+        source_lang=header.source_lang, target_lang=header.target_lang)), cards)
+    entries = await _entries(first, parts)
     # Stored as canonical tags, as a run card records them.
     corpus = {"id": header.id, "source_lang": languages.source.tag, "target_lang": languages.target.tag,
               "entries": entries}
@@ -195,14 +188,14 @@ def _keep_stored_spelling(store: RunStore, corpus: dict, cards: CardRegistry) ->
 
 
 async def list_corpora(context, stored: Stored) -> gateway_pb2.ListCorporaResponse:
-    await authorize(context, "list_corpora", None)
+    authorize("list_corpora", None)
     listed = await stored(context, lambda store: store.list_corpora())
     maintainer = _is_maintainer(context)
     return gateway_pb2.ListCorporaResponse(corpora=[info_message(info, maintainer) for info in listed])
 
 
 def _is_maintainer(context) -> bool:
-    return auth.allows(auth.caller_role(context), MAINTAINER)
+    return is_maintainer(current_caller())
 
 
 def version_info(store: RunStore, corpus_id: str, version: str | None, maintainer: bool) -> dict:
@@ -227,9 +220,9 @@ async def _whole(context, stored: Stored, info: dict) -> dict:
 
 
 async def set_corpus_tier(request: gateway_pb2.SetCorpusTierRequest, context, cards: CardRegistry, stored: Stored):
-    await _require_corpus_id(context, request.corpus_id)
-    await _check_tier(context, request.tier)
-    await authorize(context, "set_corpus_tier", request.tier)
+    _require_corpus_id(request.corpus_id)
+    _check_tier(request.tier)
+    authorize("set_corpus_tier", request.tier)
     info = await stored(context, lambda store: store.corpus_info(request.corpus_id, request.version or None))
     check, accepted, refused = None, None, None
     if info["tier"] != request.tier:
@@ -255,9 +248,9 @@ async def check_registered_corpus(request: gateway_pb2.CheckCorpusRequest, conte
                                   stored: Stored) -> gateway_pb2.CheckCorpusResponse:
     """The whole corpus check of a registered version (maintainers only, by
     the RPC table: it reads references and provenance)."""
-    await _require_corpus_id(context, request.corpus_id)
+    _require_corpus_id(request.corpus_id)
     if request.purpose and request.purpose not in PURPOSES:
-        await _invalid(context, f"purpose: unknown purpose {request.purpose!r}; purposes: {', '.join(PURPOSES)}")
+        raise InvalidRequest(f"purpose: unknown purpose {request.purpose!r}; purposes: {', '.join(PURPOSES)}")
     info = await stored(context, lambda store: store.corpus_info(request.corpus_id, request.version or None))
     corpus = await _whole(context, stored, info)
     pilots = await _pilots(request, context, stored)
@@ -265,7 +258,7 @@ async def check_registered_corpus(request: gateway_pb2.CheckCorpusRequest, conte
         report = await asyncio.to_thread(check_corpus, corpus, request.purpose or info["tier"], cards,
                                          AnalyzerRegistry(), pilots or None, info)
     except PilotRefused as error:
-        await _invalid(context, str(error))
+        raise InvalidRequest(str(error)) from None
     # The floor and the headroom above it (gateway/card/floor.py), from the version's stored runs.
     report["floor"] = headroom(await stored(context, lambda store: store.version_scores(info["id"], info["version"])))
     return gateway_pb2.CheckCorpusResponse(corpus=info_message(info), report_json=json.dumps(report,
@@ -274,10 +267,10 @@ async def check_registered_corpus(request: gateway_pb2.CheckCorpusRequest, conte
 
 async def get_sources(request: gateway_pb2.GetSourcesRequest, context, stored: Stored):
     """The version's sources in parts, the first with its CorpusInfo."""
-    await _require_corpus_id(context, request.corpus_id)
+    _require_corpus_id(request.corpus_id)
     maintainer = _is_maintainer(context)
     info = await stored(context, lambda store: version_info(store, request.corpus_id, request.version, maintainer))
-    await authorize(context, "read_sources", info["tier"])
+    authorize("read_sources", info["tier"])
     # By its full hash: a version registered meanwhile does not change what is read.
     batches = await stored(context, lambda store: store.corpus_entries(
         request.corpus_id, info["version"], SOURCES_PER_MESSAGE))

@@ -42,7 +42,7 @@ from gateway.server.stored_runs import one_line
 from gateway.store import StoreError
 
 log = structlog.get_logger()
-# The gateway's servicer (gateway/server/servicer.py, which imports this
+# The gateway's run scorer (gateway/server/runs.py `Runs`, which imports this
 # module): what a build uses of it is `store`, `config`, `cards` and
 # `clients_for(language)`.
 Servicer = object

@@ -4,7 +4,7 @@ apply the rules of access.py the same way (one implementation). Blocking
 store calls: the gateway runs them in a worker thread."""
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from datetime import datetime
 from threading import Lock
 
@@ -13,17 +13,22 @@ from gateway.card.compare import ComparableRun
 from gateway.card.floor import FLOOR_SLUG_PREFIX
 from gateway.card.ladder import LADDER_METRIC, Rung, climb, next_rung
 from gateway.review.campaigns import ReviewCache, with_review
+# check_maintainer and is_maintainer are also the web front's (apps/web asks
+# the rules through this module, as the servicer does).
 from gateway.server.access import (
     CardView,
     check_listing,
+    check_maintainer,
     check_read,
     corpus_info_view,
     hidden_tiers,
     is_maintainer,
     listed_row,
+    public_card,
     stored_view,
 )
-from gateway.server.auth import Caller, may_use_tier
+from gateway.server.callers import Caller, may_use_tier
+from gateway.server.refusals import InvalidRequest, NotFound
 from gateway.server.board_ranks import (
     LADDER_NOTE,
     MAX_RANKED_RUNS,
@@ -33,7 +38,6 @@ from gateway.server.board_ranks import (
     unranked_note,
     with_ranks,
 )
-from gateway.server.registered import public_card
 from champollion.core.tiers import SECRET_TIERS
 from gateway.store import RunStore, UnknownCorpus
 from gateway.store.errors import NothingStored
@@ -43,7 +47,7 @@ from gateway.store.submissions import reviewed_at
 
 
 def _check_listing(store: RunStore, caller: Caller, dataset_id: str | None, what: str) -> None:
-    """Refused (access.Refused) when `caller` may not list a registered
+    """refusals.Forbidden when `caller` may not list a registered
     corpus's runs (gold: maintainers only)."""
     if dataset_id is None or is_maintainer(caller):
         return
@@ -155,9 +159,14 @@ def leaderboard_for(store: RunStore, caller: Caller, dataset_id: str, **options)
     keywords) with the rows `caller` may see, each ranked row with its
     interval, rank range and cluster (board_ranks.py). A non-maintainer's
     board of a secret-tier version is the Ladder's (`ladder_board`, issue
-    33), without those."""
-    _check_listing(store, caller, dataset_id, "Leaderboard")
+    33), without those. refusals.InvalidRequest without a corpus id or with
+    a negative limit."""
+    if not dataset_id:
+        raise InvalidRequest("dataset_id: required (the corpus id to rank runs of)")
     limit = options.get("limit")
+    if limit is not None and limit < 0:
+        raise InvalidRequest("limit: must be 0 (every row) or positive")
+    _check_listing(store, caller, dataset_id, "Leaderboard")
     # The ranges count every ranked run, the page's and those below it: read
     # enough rows to hold a group ranges are computed for.
     fetched = None if limit is None else max(limit, MAX_RANKED_RUNS + 1)
@@ -190,6 +199,47 @@ def run_for(store: RunStore, caller: Caller, run_id: str) -> CardView:
     if info is not None:
         card = public_card(card, info, caller.role)
     return stored_view(card, caller.role)
+
+
+def held_runs_for(store: RunStore, caller: Caller, dataset_id: str | None = None) -> list[dict]:
+    """ListHeldRuns: the runs held for review (of `dataset_id`, else all), for maintainers only."""
+    check_maintainer(caller, "ListHeldRuns")
+    return store.held_runs(dataset_id)
+
+
+def campaigns_for(store: RunStore, caller: Caller) -> list[dict]:
+    """The review campaigns `caller` may list: every one for a maintainer,
+    else those it reviews in (none for a nameless caller)."""
+    if is_maintainer(caller):
+        return store.list_campaigns()
+    return store.list_campaigns(reviewer=caller.name) if caller.name else []
+
+
+def corpus_page_for(store: RunStore, caller: Caller, corpus_id: str) -> dict:
+    """A registered corpus as the web front's corpus page shows it to
+    `caller`: its versions as ListCorpora shows them (public ids and no
+    reference findings on a secret tier), the latest version's mix of
+    domains and difficulty tiers, and its flagged references (maintainers
+    only; else None). refusals.NotFound for an unknown corpus, Forbidden
+    for one `caller` may not read (gold: maintainers)."""
+    versions = [corpus for corpus in store.list_corpora() if corpus["id"] == corpus_id]
+    if not versions:
+        raise NotFound(f"no registered corpus {corpus_id!r}")
+    latest = versions[-1]
+    check_read(caller, latest["tier"], "corpus page")
+    mix = {"domain": Counter(), "difficulty": Counter()}
+    for batch in store.corpus_entries(corpus_id, latest["version"]):
+        for entry in batch:
+            mix["domain"][entry.get("domain") or "—"] += 1
+            mix["difficulty"][str(entry.get("difficulty") or "—")] += 1
+    return {"versions": [info for info in corpora_for(store, caller) if info["id"] == corpus_id],
+            "mix": {key: sorted(counter.items()) for key, counter in mix.items()},
+            "flags": store.reference_flags(corpus_id) if is_maintainer(caller) else None}
+
+
+def store_ready(store: RunStore) -> None:
+    """The store answers (the web front's health check); StoreError otherwise."""
+    store.ping()
 
 
 def corpora_for(store: RunStore, caller: Caller) -> list[dict]:

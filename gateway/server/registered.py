@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import AsyncIterator
 
-import grpc
 import structlog
 from google.protobuf import json_format
 
@@ -27,26 +26,19 @@ from champollion.core.roles import MAINTAINER
 from champollion.core.skeleton import identifier_skeleton
 from champollion.core.tiers import SECRET_TIERS
 from champollion.eval.v1 import gateway_pb2
-from gateway.card.identity import with_public_version
-from gateway.server.auth import allows, may_use_tier
+from gateway.server.access import public_card
+from gateway.server.callers import allows, may_use_tier
 from gateway.server.corpora import version_info
 from gateway.server.stored_runs import GatewayStore, one_line
+from gateway.server.refusals import Forbidden, InvalidRequest, NotFound, Unavailable
 from gateway.server.validation import InvalidRun, check_language, check_prediction, header_fields_in
 from gateway.store import InvalidQuery, StoreError, UnknownCorpus
-from gateway.store.corpora import KEYED_TIERS, shown_version
+from gateway.store.corpora import shown_version
 
 log = structlog.get_logger()
 
 # Unknown (or missing) prediction ids named in the refusal, at most.
 UNKNOWN_IDS_SHOWN = 5
-
-
-class CorpusRefused(Exception):
-    """The named corpus cannot be used: `code` is the gRPC status to answer."""
-
-    def __init__(self, code: grpc.StatusCode, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass
@@ -86,14 +78,6 @@ class RegisteredRun:
         return public_card(card, self.corpus, role)
 
 
-def public_card(card: dict, corpus: dict, role: str) -> dict:
-    """`card` (of a run on the registered version `corpus`, a corpus_info)
-    as `role` may see it: see RegisteredRun.public_card."""
-    if allows(role, MAINTAINER) or corpus["tier"] not in KEYED_TIERS:
-        return card
-    return with_public_version(card, shown_version(corpus))
-
-
 def check_warning(corpus: dict) -> str | None:
     """One line on a registered version (corpus_info) that failed the corpus
     check for its tier: how many required rules, which."""
@@ -113,15 +97,15 @@ async def in_store(store: GatewayStore, use):
     try:
         return await store.call(use)
     except UnknownCorpus as error:
-        raise CorpusRefused(grpc.StatusCode.NOT_FOUND, f"corpus_ref: {error}") from None
+        raise NotFound(f"corpus_ref: {error}") from None
     except InvalidQuery as error:
-        raise CorpusRefused(grpc.StatusCode.INVALID_ARGUMENT, f"corpus_ref.{error}") from None
+        raise InvalidRequest(f"corpus_ref.{error}") from None
     except StoreError as error:
         raise _store_failed(error) from None
 
 
-def _store_failed(error: StoreError) -> CorpusRefused:
-    return CorpusRefused(grpc.StatusCode.UNAVAILABLE, f"corpus_ref: the run store failed: {one_line(error)}")
+def _store_failed(error: StoreError) -> Unavailable:
+    return Unavailable(f"corpus_ref: the run store failed: {one_line(error)}")
 
 
 def _check_first_part(part: gateway_pb2.EvaluateRequest) -> None:
@@ -253,23 +237,22 @@ async def registered_run(first_part: gateway_pb2.EvaluateRequest, later_parts: A
     """The run as the intake takes it when `first_part` names a registered
     corpus (None when it does not), its predictions all read and their ids
     checked against the version (every entry covered on a secret tier).
-    Raises InvalidRun on bad input and CorpusRefused (NOT_FOUND,
-    PERMISSION_DENIED, UNAVAILABLE) when the corpus cannot be used by this
+    Raises InvalidRun on bad input and refusals.NotFound, Forbidden or
+    Unavailable when the corpus cannot be used by this
     `role`."""
     if not first_part.HasField("corpus_ref"):
         return None
     _check_first_part(first_part)
     if store is None:
-        raise CorpusRefused(grpc.StatusCode.UNAVAILABLE, "corpus_ref: this gateway has no run store, so no "
-                                                         "registered corpus (start it with --store URL)")
+        raise Unavailable("corpus_ref: this gateway has no run store, so no registered corpus (start it with "
+                          "--store URL)")
     reference = first_part.corpus_ref
     maintainer = allows(role, MAINTAINER)
     # A non-maintainer names a holdout or gold version by its number or public id only.
     corpus = await in_store(store, lambda run_store: version_info(run_store, reference.id, reference.version,
                                                                   maintainer))
     if not may_use_tier(role, corpus["tier"]):
-        raise CorpusRefused(grpc.StatusCode.PERMISSION_DENIED,
-                            f"corpus_ref: corpus {corpus['id']!r} is {corpus['tier']}: only maintainers may run it")
+        raise Forbidden(f"corpus_ref: corpus {corpus['id']!r} is {corpus['tier']}: only maintainers may run it")
     _check_languages(first_part, corpus, cards or default_registry())
     started = time.perf_counter()
     predictions = await _predictions(first_part, later_parts)

@@ -26,15 +26,17 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
-import grpc
 import structlog
 
 from champollion.core.text import fold_for_comparison
-from gateway.server.auth import Caller
+from champollion.core.limits import shown
+from gateway.server.access import check_maintainer
+from gateway.server.callers import Caller
 from gateway.server.config import GatewayConfig
-from gateway.server.registered import CorpusRefused, RegisteredRun, in_store
-from gateway.store import BudgetSpent
-from gateway.store.submissions import HASH_CHARS, HELD, Admitted, Budget
+from gateway.server.refusals import Exhausted, InvalidRequest
+from gateway.server.registered import RegisteredRun, in_store
+from gateway.store import BudgetSpent, RunStore
+from gateway.store.submissions import DECISIONS, HASH_CHARS, HELD, Admitted, Budget
 
 log = structlog.get_logger()
 # What an entry without a text prediction (an error) hashes as.
@@ -61,7 +63,7 @@ def prediction_digests(run: RegisteredRun) -> str:
 
 async def admit(run: RegisteredRun, caller: Caller, config: GatewayConfig) -> Admitted:
     """Counts the run against the caller's budget for the corpus version;
-    CorpusRefused (RESOURCE_EXHAUSTED) when it is spent."""
+    refusals.Exhausted when it is spent."""
     corpus, budget = run.corpus, budget_of(config)
     digests = prediction_digests(run)
     try:
@@ -70,8 +72,7 @@ async def admit(run: RegisteredRun, caller: Caller, config: GatewayConfig) -> Ad
     except BudgetSpent as spent:
         log.info("submission_refused", family="gateway", token=caller.name, corpus_id=corpus["id"],
                  corpus_number=corpus["number"], submissions=spent.count, limit=spent.limit)
-        raise CorpusRefused(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        raise Exhausted(
             f"submission budget spent: token {caller.name!r} has made {spent.count} submissions to corpus "
             f"{corpus['id']!r} version {corpus['number']} in the last {_hours(budget.window)} (at most "
             f"{spent.limit}); the next is accepted from {spent.resets_at.isoformat(timespec='seconds')}") from None
@@ -120,3 +121,16 @@ def _whose(other_token: str | None) -> str:
 
 def _earlier(reference: str) -> str:
     return reference if reference.startswith("submission ") else f"run {reference}"
+
+
+def review_held_run(store: RunStore, caller: Caller, run_id: str, decision: str, note: str) -> dict:
+    """ReviewRun: a maintainer's decision (store.submissions.DECISIONS) on a
+    held run; refusals.InvalidRequest for another decision, the store's
+    NotHeld for a run not held (blocking: the servicer runs it in a worker
+    thread)."""
+    check_maintainer(caller, "ReviewRun")
+    if decision not in DECISIONS:
+        raise InvalidRequest(f"decision: must be one of {', '.join(DECISIONS)}, got {shown(decision)}")
+    run = store.review_run(run_id, decision, note, caller.name)
+    log.info("run_reviewed", family="gateway", run_id=run_id, decision=decision, token=caller.name)
+    return run
