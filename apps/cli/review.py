@@ -120,9 +120,35 @@ def cmd_review_results(args) -> int:
                    disable_numparse=True))
     print(tabulate([[r["reviewer"], r["ratings"], r["control_pairs"], _number(r["p_value"]),
                      {None: "not enough controls", True: "reliable", False: "unreliable"}[r["reliable"]]
-                     + (" (excluded)" if r["excluded"] else "")] for r in results["raters"]],
-                   headers=["reviewer", "ratings", "control pairs", "p", "verdict"], disable_numparse=True))
+                     + (" (excluded)" if r["excluded"] else ""), *_wmt_columns(r)] for r in results["raters"]],
+                   headers=["reviewer", "ratings", "control pairs", "p", "verdict", *WMT_HEADERS],
+                   disable_numparse=True))
+    _print_mqm(results)
     return 0
+
+
+# WMT's checks beside ours (gateway/review/quality.py): Mann-Whitney U of BAD vs REF, and repeat consistency.
+WMT_HEADERS = ["WMT p (BAD<REF)", "WMT", "repeats", "repeat |diff|", "within tol."]
+
+
+def _wmt_columns(rater: dict) -> list[str]:
+    wmt = rater.get("wmt")
+    if wmt is None:
+        return ["-"] * len(WMT_HEADERS)
+    bad_ref, repeats = wmt["bad_ref"], wmt["repeats"]
+    verdict = {None: "no controls", True: "passes", False: "fails"}[bad_ref["passes"]]
+    return [_number(bad_ref["p_value"]) if bad_ref["pairs"] else "-", verdict, str(repeats["pairs"]),
+            _number(repeats["mean_abs_diff"]), _number(repeats["within_tolerance_share"])]
+
+
+def _print_mqm(results: dict) -> None:
+    """An mqm campaign's scores from its error spans (gateway/review/mqm.py)."""
+    mqm = results.get("mqm")
+    if not mqm:
+        return
+    print(f"MQM ({mqm['weights']}):")
+    print(tabulate([[row["rank"], row["system"][:12], row["items"], _number(row["score"])] for row in mqm["systems"]],
+                   headers=["rank", "run", "items", "MQM score"], disable_numparse=True))
 
 
 def _number(value) -> str:

@@ -168,9 +168,10 @@ def results_of(store: RunStore, campaign_id: str) -> dict:
     campaign = store.campaign(campaign_id)
     rows = store.campaign_ratings(campaign_id)
     ratings = [Rating(row["reviewer"], row["entry_id"], row["system"], row["kind"], row["score"], row["usable"],
-                      row["degraded"]) for row in rows]
+                      row["degraded"], tuple(row["spans"] or ())) for row in rows]
     progress = store.reviewer_progress(campaign_id)
-    results = campaign_results(ratings, campaign["systems"], DEFAULT_SEED, DEFAULT_RESAMPLES) if ratings else None
+    results = campaign_results(ratings, campaign["systems"], DEFAULT_SEED, DEFAULT_RESAMPLES,
+                               protocol=campaign.get("protocol", "da")) if ratings else None
     if results is not None:
         for summary in results["systems"]:
             summary["model_slug"] = campaign["models"].get(summary["system"])
