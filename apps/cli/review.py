@@ -157,3 +157,60 @@ def _number(value) -> str:
 
 def _interval(pair) -> str:
     return "-" if not pair else f"{pair[0]:.4g} – {pair[1]:.4g}"
+
+
+# --- campaigns that grow, their audit, the WMT export (issue 36; docs/community-review.md) ---------------------------
+
+def cmd_review_export(args) -> int:
+    with reading_client(args) as client:
+        campaign, text = client.campaign_export(args.campaign_id, args.export_format)
+    if campaign["results"] is None:
+        raise CliError(f"campaign {campaign['campaign_id']} has no ratings yet", EXIT_INVALID_INPUT)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(text)
+        print(f"{text.count(chr(10))} ratings of campaign {campaign['campaign_id']} written to {args.out} "
+              f"({args.export_format})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_review_add_reviewers(args) -> int:
+    with reading_client(args) as client:
+        campaign = client.add_campaign_reviewers(args.campaign_id, args.reviewers)
+    if args.json:
+        write_json(campaign, None)
+    print(f"campaign {campaign['campaign_id']}: " + ", ".join(f"{name} gets {items} items"
+                                                               for name, items in campaign["added"].items()),
+          file=sys.stderr)
+    return 0
+
+
+def cmd_review_extend(args) -> int:
+    with reading_client(args) as client:
+        campaign = client.extend_campaign(args.campaign_id, args.items)
+    if args.json:
+        write_json(campaign, None)
+    print(f"campaign {campaign['campaign_id']}: {len(campaign['added'])} items added, {campaign['items']} in all",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_review_audit(args) -> int:
+    with reading_client(args) as client:
+        changes = client.campaign_audit(args.campaign_id)
+    if args.json:
+        write_json(changes, None)
+    elif not changes:
+        print(f"campaign {args.campaign_id}: no change since its creation", file=sys.stderr)
+    else:
+        print(tabulate([[change["at"], change["by"] or "-", change["action"], _details(change["details"])]
+                        for change in changes], headers=["at", "by", "action", "details"], disable_numparse=True))
+    return 0
+
+
+def _details(details: dict) -> str:
+    """An audit row's details on one line (a long list of entry ids: its length)."""
+    return "; ".join(f"{key}: {len(value)} ids" if isinstance(value, list) and len(value) > 5 else f"{key}: {value}"
+                     for key, value in details.items())

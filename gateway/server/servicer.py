@@ -22,6 +22,8 @@ from champollion.core.addresses import is_loopback
 from champollion.core.tiers import SECRET_TIERS
 from champollion.core.run_card import dict_to_message, run_card_to_proto
 from gateway.review.campaigns import CampaignRefused, CampaignRequest, create_campaign, results_of
+from gateway.review.exports import EXPORT_FORMATS, export_campaign
+from gateway.review.growth import CampaignClosed, add_reviewers, extend_items
 from gateway.review.protocol import DEFAULT_ITEMS, DEFAULT_OVERLAP
 from gateway.server import corpora
 from gateway.server.access import (
@@ -508,8 +510,41 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         return gateway_pb2.ListCampaignsResponse(campaigns=[as_struct(campaign) for campaign in campaigns])
 
     async def CampaignResults(self, request, context):
+        if request.export_format and request.export_format not in EXPORT_FORMATS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"export_format: one of {', '.join(EXPORT_FORMATS)}, "
+                                                                  f"got {shown(request.export_format)}")
         campaign = await self._stored(context, lambda store: results_of(store, request.campaign_id))
+        exported = ""
+        if request.export_format:
+            exported = await self._stored(context, lambda store: export_campaign(store, campaign,
+                                                                                 request.export_format))
+        return gateway_pb2.CampaignResponse(campaign=as_struct(campaign), export=exported)
+
+    # Campaigns that grow (maintainers): gateway/review/growth.py.
+
+    async def AddCampaignReviewers(self, request, context):
+        who = current_caller().name
+        campaign = await self._grown(context, lambda store: add_reviewers(store, request.campaign_id,
+                                                                          list(request.reviewers), who))
+        log.info("campaign_reviewers_added", family="gateway", campaign_id=request.campaign_id, token=who)
         return gateway_pb2.CampaignResponse(campaign=as_struct(campaign))
+
+    async def ExtendCampaign(self, request, context):
+        who = current_caller().name
+        campaign = await self._grown(context, lambda store: extend_items(store, request.campaign_id,
+                                                                         request.items, who))
+        log.info("campaign_extended", family="gateway", campaign_id=request.campaign_id, token=who)
+        return gateway_pb2.CampaignResponse(campaign=as_struct(campaign))
+
+    async def _grown(self, context, use):
+        try:
+            return await self._stored(context, use)
+        except CampaignClosed as error:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+
+    async def CampaignAudit(self, request, context):
+        changes = await self._stored(context, lambda store: store.campaign_audit(request.campaign_id))
+        return gateway_pb2.CampaignAuditResponse(changes=[as_struct(change) for change in changes])
 
     # Registered corpora: the logic is gateway/server/corpora.py's.
 

@@ -17,6 +17,7 @@ from gateway.store.rows import utc
 from gateway.store.tables import (
     corpus_entries,
     reference_flags,
+    review_audit,
     review_campaigns,
     review_ratings,
     review_tasks,
@@ -220,3 +221,62 @@ def flags(connection: Connection, corpus_id: str | None = None, version: str | N
     if version is not None:
         query = query.where(reference_flags.c.corpus_version == version)
     return [{**row._asdict(), "created_at": utc(row.created_at).isoformat()} for row in connection.execute(query)]
+
+
+# --- campaigns that grow (issue 36; gateway/review/growth.py): reviewers added, items extended, every change audited --
+
+def queues(connection: Connection, campaign_id: str) -> dict[str, list[tuple[str, str]]]:
+    """Reviewer -> (entry id, kind) of each of its tasks, in queue order."""
+    campaign_info(connection, campaign_id)
+    found: dict[str, list[tuple[str, str]]] = {}
+    for row in connection.execute(
+            select(review_tasks.c.reviewer, review_tasks.c.entry_id, review_tasks.c.kind)
+            .where(review_tasks.c.campaign_id == campaign_id)
+            .order_by(review_tasks.c.reviewer, review_tasks.c.position)):
+        found.setdefault(row.reviewer, []).append((row.entry_id, row.kind))
+    return found
+
+
+def grow(connection: Connection, campaign_id: str, settings: dict, tasks: list[dict], by: str | None, action: str,
+         details: dict, now: datetime) -> dict:
+    """In the caller's transaction: the campaign's new settings, its new tasks (appended to queues: positions
+    after the reviewer's last) and the audit row saying who changed what; ratings are never touched."""
+    connection.execute(update(review_campaigns).where(review_campaigns.c.campaign_id == campaign_id)
+                       .values(settings=settings))
+    if tasks:
+        connection.execute(insert(review_tasks), [{**task, "campaign_id": campaign_id, "done_at": None}
+                                                  for task in tasks])
+    connection.execute(insert(review_audit), [{"campaign_id": campaign_id, "at": now, "by": by, "action": action,
+                                               "details": details}])
+    return campaign_info(connection, campaign_id)
+
+
+def audit(connection: Connection, campaign_id: str) -> list[dict]:
+    """The campaign's changes since its creation, oldest first: {at, by, action, details}."""
+    campaign_info(connection, campaign_id)
+    rows = connection.execute(select(review_audit).where(review_audit.c.campaign_id == campaign_id)
+                              .order_by(review_audit.c.at, review_audit.c.audit_id))
+    return [{"at": utc(row.at).isoformat(), "by": row.by, "action": row.action, "details": row.details}
+            for row in rows]
+
+
+def export_rows(connection: Connection, campaign_id: str) -> list[dict]:
+    """Every rating of the campaign as an export writes it (gateway/review/exports.py): the rating with its
+    spans and times, its task's entry, kind, degraded run and the degraded text shown."""
+    campaign_info(connection, campaign_id)
+    rows = connection.execute(
+        select(review_ratings.c.reviewer, review_ratings.c.position, review_ratings.c.system,
+               review_ratings.c.score, review_ratings.c.usable, review_ratings.c.spans, review_ratings.c.started_at,
+               review_ratings.c.rated_at, review_tasks.c.entry_id, review_tasks.c.kind, review_tasks.c.degraded,
+               review_tasks.c.degraded_text)
+        .join(review_tasks, and_(review_tasks.c.campaign_id == review_ratings.c.campaign_id,
+                                 review_tasks.c.reviewer == review_ratings.c.reviewer,
+                                 review_tasks.c.position == review_ratings.c.position))
+        .where(review_ratings.c.campaign_id == campaign_id)
+        .order_by(review_ratings.c.reviewer, review_ratings.c.position, review_ratings.c.system))
+    return [{"reviewer": row.reviewer, "position": row.position, "system": row.system, "score": row.score,
+             "usable": row.usable, "spans": row.spans or [],
+             "started_at": utc(row.started_at).isoformat() if row.started_at is not None else None,
+             "rated_at": utc(row.rated_at).isoformat(), "entry_id": row.entry_id, "kind": row.kind,
+             "degraded": row.degraded == row.system,
+             "degraded_text": row.degraded_text if row.degraded == row.system else None} for row in rows]

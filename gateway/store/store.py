@@ -386,5 +386,26 @@ class RunStore:
         with self._connection() as connection:
             return reviews.flags(connection, corpus_id, version)
 
+    # Campaigns that grow (reviews.py; issue 36: gateway/review/growth.py).
+
+    def campaign_queues(self, campaign_id: str) -> dict[str, list[tuple[str, str]]]:
+        with self._connection() as connection:
+            return reviews.queues(connection, campaign_id)
+
+    def grow_campaign(self, campaign_id: str, settings: dict, tasks: list[dict], by: str | None, action: str,
+                      details: dict) -> dict:
+        """New settings, new tasks and the audit row, in one transaction."""
+        with self._connection(write=True) as connection:
+            return reviews.grow(connection, campaign_id, settings, tasks, by, action, details,
+                                datetime.now(timezone.utc))
+
+    def campaign_audit(self, campaign_id: str) -> list[dict]:
+        with self._connection() as connection:
+            return reviews.audit(connection, campaign_id)
+
+    def campaign_export_rows(self, campaign_id: str) -> list[dict]:
+        with self._connection() as connection:
+            return reviews.export_rows(connection, campaign_id)
+
     def close(self) -> None:
         self._engine.dispose()

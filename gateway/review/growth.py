@@ -1,0 +1,153 @@
+"""Campaigns that grow (issue 36): reviewers added and items extended after
+creation, without touching a rating; each change written to the campaign's
+audit (who, when, what). Blocking store calls, as campaigns.py's.
+
+The rules:
+
+- Adding reviewers. A new reviewer rates as many of the campaign's items as
+  the existing reviewers rate on average (rounded half up; at least one, all
+  of them at most). The items go to whoever has the fewest reviewers first (ties in a
+  random order from the campaign's seed), so that the new reviewers top up
+  the items that need it most; several new reviewers are served in the order
+  given, each item counted again once a new reviewer takes it. A new
+  reviewer's queue is built as at creation (design.reviewer_tasks: shuffled,
+  with its repeated and degraded controls), from the seed creation would have
+  given that name.
+- Extending items. `items` new entries sampled as at creation
+  (design.sample_entries: proportionally from the (difficulty, domain)
+  strata) among the corpus entries every system has an output for and the
+  campaign does not have yet, dealt to the campaign's reviewers with its
+  overlap (design.assign_items) and appended to their queues, controls
+  included. The k-th extension draws from a seed of its own (the campaign's
+  seed, "extend" and k), so that two extensions differ and each is
+  reproducible.
+- A closed campaign does not grow (CampaignClosed).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gateway.review import protocol
+from gateway.review.campaigns import MAX_ITEMS, CampaignRefused, _donor, derived_seed
+from gateway.review.design import CorpusItem, assign_items, degrade, reviewer_tasks, sample_entries
+from gateway.store import RunStore
+
+REVIEWERS_ADDED, ITEMS_EXTENDED = "reviewers_added", "items_extended"
+# The campaign's own columns; every other key of a campaign as read is one of its settings.
+_COLUMNS = ("campaign_id", "name", "corpus_id", "corpus_version", "created_at", "created_by", "state")
+
+
+class CampaignClosed(Exception):
+    """A change to a campaign that is closed."""
+
+
+def _open_campaign(store: RunStore, campaign_id: str) -> dict:
+    campaign = store.campaign(campaign_id)  # UnknownCampaign
+    if campaign["state"] != "open":
+        raise CampaignClosed(f"campaign {campaign_id} is {campaign['state']}: reopen it before it grows")
+    return campaign
+
+
+def _settings(campaign: dict, **changes) -> dict:
+    return {**{key: value for key, value in campaign.items() if key not in _COLUMNS}, **changes}
+
+
+def queue_rows(reviewer: str, entry_ids: list[str], systems: list[str], outputs: dict[str, dict[str, str | None]],
+               seed: int, shares: dict, first_position: int, seed_parts: tuple[str, ...]) -> list[dict]:
+    """A reviewer's tasks over `entry_ids` as the store keeps them, from position `first_position` on: the
+    queue of design.reviewer_tasks, each degraded control's text made by design.degrade (its donor: the next
+    of `entry_ids`' outputs). `seed_parts` name the queue in the seeds it draws."""
+    queue = reviewer_tasks(entry_ids, systems, derived_seed(seed, *seed_parts),
+                           shares["repeat"], shares["control"])
+    rows = []
+    for task in queue:
+        degraded_text = None
+        if task.degraded is not None:
+            degraded_text = degrade(outputs[task.degraded][task.entry_id],
+                                    _donor(outputs[task.degraded], task.entry_id, entry_ids),
+                                    derived_seed(seed, *seed_parts, str(task.position)))
+        rows.append({"reviewer": reviewer, "position": first_position + task.position, "entry_id": task.entry_id,
+                     "kind": task.kind, "systems": list(task.systems), "degraded": task.degraded,
+                     "degraded_text": degraded_text})
+    return rows
+
+
+def _rated_entries(queues: dict[str, list[tuple[str, str]]]) -> dict[str, list[str]]:
+    return {reviewer: [entry_id for entry_id, kind in tasks if kind == protocol.RATE]
+            for reviewer, tasks in queues.items()}
+
+
+def _outputs(store: RunStore, systems: list[str]) -> dict[str, dict[str, str | None]]:
+    return {system: store.run_predictions(system) for system in systems}
+
+
+def add_reviewers(store: RunStore, campaign_id: str, names: list[str], by: str | None) -> dict:
+    """Adds reviewers to an open campaign (the module docstring's rules); the campaign as stored, with the
+    items each new reviewer got in `added`."""
+    campaign = _open_campaign(store, campaign_id)
+    names = [name.strip() for name in names]
+    if not names or any(not name for name in names) or len(set(names)) != len(names):
+        raise CampaignRefused("reviewers: give one or more different token names")
+    already = [name for name in names if name in campaign["reviewers"]]
+    if already:
+        raise CampaignRefused(f"reviewers: already in campaign {campaign_id}: {', '.join(already)}")
+    rated = _rated_entries(store.campaign_queues(campaign_id))
+    items = sorted({entry_id for entries in rated.values() for entry_id in entries})
+    if not items:
+        raise CampaignRefused(f"campaign {campaign_id}: no item to give a new reviewer")
+    load = min(len(items), max(1, math.floor(np.mean([len(entries) for entries in rated.values()]) + 0.5)))
+    coverage = {entry_id: sum(entry_id in set(entries) for entries in rated.values()) for entry_id in items}
+    tie_break = dict(zip(items, np.random.default_rng(derived_seed(campaign["seed"], REVIEWERS_ADDED,
+                                                                   *names)).permutation(len(items))))
+    systems = campaign["systems"]
+    outputs = _outputs(store, systems)
+    tasks, added = [], {}
+    for name in names:
+        chosen = set(sorted(items, key=lambda entry_id: (coverage[entry_id], tie_break[entry_id]))[:load])
+        for entry_id in chosen:
+            coverage[entry_id] += 1
+        mine = [entry_id for entry_id in items if entry_id in chosen]
+        tasks += queue_rows(name, mine, systems, outputs, campaign["seed"], campaign["shares"], 0, (name,))
+        added[name] = len(mine)
+    settings = _settings(campaign, reviewers=[*campaign["reviewers"], *names])
+    stored = store.grow_campaign(campaign_id, settings, tasks, by, REVIEWERS_ADDED,
+                                 {"reviewers": names, "items_each": added})
+    return {**stored, "added": added}
+
+
+def extend_items(store: RunStore, campaign_id: str, items: int, by: str | None) -> dict:
+    """Adds `items` new entries to an open campaign (the module docstring's rules); the campaign as stored,
+    with the new entry ids in `added`."""
+    campaign = _open_campaign(store, campaign_id)
+    if not 1 <= items <= MAX_ITEMS - campaign["items"]:
+        raise CampaignRefused(f"items: must be 1 to {MAX_ITEMS - campaign['items']} (a campaign holds at most "
+                              f"{MAX_ITEMS}), got {items}")
+    queues = store.campaign_queues(campaign_id)
+    rated = _rated_entries(queues)
+    taken = {entry_id for entries in rated.values() for entry_id in entries}
+    systems = campaign["systems"]
+    outputs = _outputs(store, systems)
+    entries = [entry for batch in store.corpus_entries(campaign["corpus_id"], campaign["corpus_version"])
+               for entry in batch]
+    left = [CorpusItem(entry["id"], entry.get("difficulty"), entry.get("domain")) for entry in entries
+            if entry["id"] not in taken and all(outputs[system].get(entry["id"]) for system in systems)]
+    if len(left) < items:
+        raise CampaignRefused(f"items: {len(left)} entries of corpus {campaign['corpus_id']} with an output from "
+                              f"every run are not in the campaign yet, asked for {items}")
+    extension = campaign.get("extensions", 0) + 1
+    seed = derived_seed(campaign["seed"], "extend", str(extension))
+    sampled = sample_entries(left, items, seed)
+    reviewers = campaign["reviewers"]
+    seats = assign_items(sampled, reviewers, campaign["overlap"], seed)
+    tasks = []
+    for reviewer in reviewers:
+        mine = [entry_id for entry_id in sampled if reviewer in seats[entry_id]]
+        if mine:
+            tasks += queue_rows(reviewer, mine, systems, outputs, campaign["seed"], campaign["shares"],
+                                len(queues.get(reviewer, [])), (reviewer, "extend", str(extension)))
+    settings = _settings(campaign, items=campaign["items"] + len(sampled), extensions=extension)
+    stored = store.grow_campaign(campaign_id, settings, tasks, by, ITEMS_EXTENDED,
+                                 {"items": len(sampled), "entry_ids": sampled, "extension": extension})
+    return {**stored, "added": sampled}

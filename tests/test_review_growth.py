@@ -1,0 +1,122 @@
+"""Campaigns that grow (gateway/review/growth.py) and the WMT ESA export read
+back by meta-eval (gateway/review/exports.py, apps/meta_eval/human_judgments.py),
+end to end over the store (SQLite and PostgreSQL) and the CLI: the four runs
+and simulated raters of tests/test_review_campaigns.py."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+
+import pytest
+
+from apps.meta_eval.human_judgments import read_judgments
+from gateway.review import protocol
+from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
+from gateway.review.growth import add_reviewers
+from gateway.store import RunStore
+from tests.test_review_campaigns import QUALITY, RATERS, copied_store, rate_everything, scored  # noqa: F401
+
+NEW_RATER = {"rater-d": (2.0, 1.0)}
+
+
+def rated_entries(store, campaign_id: str) -> dict[str, list[str]]:
+    return {reviewer: [entry for entry, kind in tasks if kind == protocol.RATE]
+            for reviewer, tasks in store.campaign_queues(campaign_id).items()}
+
+
+def test_a_campaign_grows_without_losing_a_rating(scored, store_url, cli):
+    store = copied_store(store_url, scored)
+    try:
+        campaign = create_campaign(store, CampaignRequest("growing", scored["runs"], list(RATERS), items=30,
+                                                          overlap=2, seed=5))
+        campaign_id = campaign["campaign_id"]
+        rate_everything(store, campaign, dict(zip(scored["runs"], QUALITY)))
+        ratings_before = store.campaign_ratings(campaign_id)
+        queues_before = store.campaign_queues(campaign_id)
+    finally:
+        store.close()
+
+    # A fourth reviewer: the existing ones rate 30 * 2 / 3 = 20 items each, and so does she.
+    added = cli("review", "add-reviewers", campaign_id, "rater-d", "--store", store_url, "--json")
+    assert added.exit_code == 0, added.stderr
+    assert json.loads(added.stdout)["added"] == {"rater-d": 20}
+    assert "rater-d gets 20 items" in added.stderr
+    # Fifteen more items from the corpus, dealt to the four with the campaign's overlap.
+    extended = cli("review", "extend", campaign_id, "--items", "15", "--store", store_url, "--json")
+    assert extended.exit_code == 0, extended.stderr
+    new_entries = json.loads(extended.stdout)["added"]
+    assert json.loads(extended.stdout)["items"] == 45 and len(new_entries) == 15
+
+    store = RunStore.open(store_url)
+    try:
+        # Nothing rated before is lost or changed, and the old queues are where they were.
+        assert store.campaign_ratings(campaign_id) == ratings_before
+        queues = store.campaign_queues(campaign_id)
+        for reviewer, tasks in queues_before.items():
+            assert queues[reviewer][:len(tasks)] == tasks
+        rated = rated_entries(store, campaign_id)
+        old_items = {entry for reviewer in RATERS for entry in rated[reviewer][:20]}
+        assert len(old_items) == 30 and not old_items & set(new_entries)
+        assert len(set(rated["rater-d"]) & old_items) == 20
+        coverage = Counter(entry for entries in rated.values() for entry in set(entries))
+        assert sorted(Counter(coverage[entry] for entry in old_items).items()) == [(2, 10), (3, 20)]
+        assert all(coverage[entry] == 2 for entry in new_entries)  # the campaign's overlap
+        # The finished reviewers resume at their first new task.
+        progress = store.reviewer_progress(campaign_id)
+        for reviewer, tasks in queues_before.items():
+            if len(queues[reviewer]) > len(tasks):
+                assert progress[reviewer]["next"] == len(tasks)
+        # The new reviewer rates her queue: the results read four raters, the others' ratings as they were.
+        rate_everything(store, store.campaign(campaign_id), dict(zip(scored["runs"], QUALITY)), seed=3,
+                        raters=NEW_RATER)
+        results = results_of(store, campaign_id)["results"]
+        assert [rater["reviewer"] for rater in results["raters"]] == [*RATERS, "rater-d"]
+        # Her share of the new items is rated; the others' shares are not yet.
+        assert results["items"] == 30 + len(set(rated["rater-d"]) & set(new_entries))
+        kept = [rating for rating in store.campaign_ratings(campaign_id) if rating["reviewer"] in RATERS]
+        assert kept == ratings_before
+    finally:
+        store.close()
+
+    audit = cli("review", "audit", campaign_id, "--store", store_url, "--json")
+    assert audit.exit_code == 0
+    changes = json.loads(audit.stdout)
+    assert [change["action"] for change in changes] == ["reviewers_added", "items_extended"]
+    assert changes[0]["details"] == {"reviewers": ["rater-d"], "items_each": {"rater-d": 20}}
+    assert changes[1]["details"]["entry_ids"] == new_entries and changes[1]["details"]["extension"] == 1
+    assert all(change["at"] and "by" in change for change in changes)
+    table = cli("review", "audit", campaign_id, "--store", store_url)
+    assert "items_extended" in table.stdout and "entry_ids: 15 ids" in table.stdout
+
+
+def test_growth_refuses_what_it_cannot_do(scored, tmp_path, cli):
+    url = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    store = copied_store(url, scored)
+    try:
+        campaign_id = create_campaign(store, CampaignRequest("small", scored["runs"], ["a", "b"], items=12,
+                                                             overlap=1, seed=3))["campaign_id"]
+    finally:
+        store.close()
+    for args, message in (
+        (("add-reviewers", campaign_id, "a"), "reviewers: already in campaign"),
+        (("add-reviewers", campaign_id, "c", "c"), "reviewers: give one or more different"),
+        (("extend", campaign_id, "--items", "0"), "items: must be 1 to"),
+        (("extend", campaign_id, "--items", "199"), "items: 198 entries of corpus"),
+        (("extend", "000000000000", "--items", "1"), "no review campaign"),
+        (("audit", "000000000000"), "no review campaign"),
+    ):
+        refused = cli("review", *args, "--store", url)
+        assert refused.exit_code == 2, (args, refused)
+        assert message in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    store = RunStore.open(url)
+    try:
+        store.set_campaign_state(campaign_id, "closed")
+        with pytest.raises(Exception, match="closed: reopen it"):
+            add_reviewers(store, campaign_id, ["c"], None)
+        assert store.campaign_audit(campaign_id) == []  # nothing was changed, nothing audited
+    finally:
+        store.close()
+    closed = cli("review", "extend", campaign_id, "--items", "1", "--store", url)
+    assert closed.exit_code == 2 and "closed: reopen it" in closed.stderr
