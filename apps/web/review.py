@@ -16,10 +16,11 @@ from apps.web.rendering import Front, PageError
 from apps.web.sessions import Visitor
 from gateway.review import protocol
 from gateway.review.campaigns import CampaignRequest, check_flag, checked_ratings, create_campaign, results_of
+from gateway.review.growth import change_state
 from gateway.review.results import judgments_tsv
 from gateway.server.access import is_maintainer
 from gateway.server.readings import runs_for
-from gateway.store.reviews import CLOSED, OPEN
+from gateway.store.reviews import OPEN
 
 
 def _reviewer(visitor: Visitor, campaign: dict) -> str:
@@ -82,13 +83,12 @@ def routes(front: Front) -> list[Route]:
 
     async def set_state(request: Request):
         """Closes a campaign (its ratings are final: no more are taken) or opens it again."""
-        front.maintainer(request, "close campaign")
+        visitor = front.maintainer(request, "close campaign")
         form = await front.form(request)
         state = str(form.get("state", ""))
-        if state not in (OPEN, CLOSED):
-            raise PageError(400, f"state: {OPEN} or {CLOSED}, got {state[:20]!r}")
         campaign_id = request.path_params["campaign_id"]
-        await front.call(lambda store: store.set_campaign_state(campaign_id, state))
+        # Audited (gateway/review/growth.py); a state other than open or closed: CampaignRefused, 400.
+        await front.call(lambda store: change_state(store, campaign_id, state, visitor.caller.name))
         return RedirectResponse(f"/review/campaigns/{campaign_id}", 303)
 
     async def results_json(request: Request) -> JSONResponse:

@@ -22,6 +22,7 @@ The rules:
   seed, "extend" and k), so that two extensions differ and each is
   reproducible.
 - A closed campaign does not grow (CampaignClosed).
+- Closing a campaign, or opening it again (change_state), is audited too.
 """
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ from gateway.review import protocol
 from gateway.review.campaigns import MAX_ITEMS, CampaignRefused, _donor, derived_seed
 from gateway.review.design import CorpusItem, assign_items, degrade, reviewer_tasks, sample_entries
 from gateway.store import RunStore
+from gateway.store.reviews import CLOSED, OPEN
 
-REVIEWERS_ADDED, ITEMS_EXTENDED = "reviewers_added", "items_extended"
+REVIEWERS_ADDED, ITEMS_EXTENDED, STATE_CHANGED = "reviewers_added", "items_extended", "state_changed"
 # The campaign's own columns; every other key of a campaign as read is one of its settings.
 _COLUMNS = ("campaign_id", "name", "corpus_id", "corpus_version", "created_at", "created_by", "state")
 
@@ -45,7 +47,7 @@ class CampaignClosed(Exception):
 
 def _open_campaign(store: RunStore, campaign_id: str) -> dict:
     campaign = store.campaign(campaign_id)  # UnknownCampaign
-    if campaign["state"] != "open":
+    if campaign["state"] != OPEN:
         raise CampaignClosed(f"campaign {campaign_id} is {campaign['state']}: reopen it before it grows")
     return campaign
 
@@ -151,3 +153,10 @@ def extend_items(store: RunStore, campaign_id: str, items: int, by: str | None) 
     stored = store.grow_campaign(campaign_id, settings, tasks, by, ITEMS_EXTENDED,
                                  {"items": len(sampled), "entry_ids": sampled, "extension": extension})
     return {**stored, "added": sampled}
+
+
+def change_state(store: RunStore, campaign_id: str, state: str, by: str | None) -> dict:
+    """Closes a campaign (no more ratings are taken; its results stay) or opens it again, audited."""
+    if state not in (OPEN, CLOSED):
+        raise CampaignRefused(f"state: {OPEN} or {CLOSED}, got {state[:20]!r}")
+    return store.set_campaign_state_audited(campaign_id, state, by)

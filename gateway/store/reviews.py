@@ -280,3 +280,14 @@ def export_rows(connection: Connection, campaign_id: str) -> list[dict]:
              "rated_at": utc(row.rated_at).isoformat(), "entry_id": row.entry_id, "kind": row.kind,
              "degraded": row.degraded == row.system,
              "degraded_text": row.degraded_text if row.degraded == row.system else None} for row in rows]
+
+
+def set_state_audited(connection: Connection, campaign_id: str, state: str, by: str | None, now: datetime) -> dict:
+    """set_state, and an audit row when the state changes (from, to), in the caller's transaction."""
+    before = campaign_info(connection, campaign_id)["state"]
+    changed = set_state(connection, campaign_id, state)
+    if before != state:
+        connection.execute(insert(review_audit), [{"campaign_id": campaign_id, "at": now, "by": by,
+                                                   "action": "state_changed",  # growth.STATE_CHANGED
+                                                   "details": {"from": before, "to": state}}])
+    return changed
