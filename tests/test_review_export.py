@@ -100,7 +100,8 @@ def test_wmt24_esa_lines_by_hand(tmp_path):
 
 def test_appraise_exports_by_hand(tmp_path):
     csv_rows = written(tmp_path, "a.csv", [
-        "u1,sysA,3,TGT,eng,deu,70,doc#1,False,\"[{\"\"start_i\"\": 0, \"\"end_i\"\": 4, \"\"severity\"\": \"\"minor\"\"}]\",1,2",
+        # Appraise quotes the spans' JSON, doubling its quotes.
+        'u1,sysA,3,TGT,eng,deu,70,doc#1,False,"[{""start_i"": 0, ""end_i"": 4, ""severity"": ""minor""}]",1,2',
         "u2,sysA,3,TGT,eng,deu,90,doc#1,False,[],1,2",
         "u2,sysA,3,BAD,eng,deu,10,doc#1,False,[],1,2",
         "u1,sysB,seg-x,TGT,eng,deu,40",

@@ -4,14 +4,11 @@ end to end over the store (SQLite and PostgreSQL) and the CLI: the four runs
 and simulated raters of tests/test_review_campaigns.py."""
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections import Counter
 
 import pytest
 
-from apps.meta_eval.human_judgments import read_judgments
 from gateway.review import protocol
 from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
 from gateway.review.growth import add_reviewers
