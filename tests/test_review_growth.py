@@ -1,7 +1,6 @@
-"""Campaigns that grow (gateway/review/growth.py) and the WMT ESA export read
-back by meta-eval (gateway/review/exports.py, apps/meta_eval/human_judgments.py),
-end to end over the store (SQLite and PostgreSQL) and the CLI: the four runs
-and simulated raters of tests/test_review_campaigns.py."""
+"""Campaigns that grow (gateway/review/growth.py), end to end over the store
+(SQLite and PostgreSQL) and the CLI: the four runs and simulated raters of
+tests/test_review_campaigns.py; and `review results` printing WMT's checks."""
 from __future__ import annotations
 
 import json
@@ -86,6 +85,18 @@ def test_a_campaign_grows_without_losing_a_rating(scored, store_url, cli):
     assert all(change["at"] and "by" in change for change in changes)
     table = cli("review", "audit", campaign_id, "--store", store_url)
     assert "items_extended" in table.stdout and "entry_ids: 15 ids" in table.stdout
+
+    # `review results` prints WMT's checks beside ours: 2 or 3 controls each (10% of 20 items, and of the new
+    # items rated) are too few for a verdict.
+    printed = cli("review", "results", campaign_id, "--store", store_url)
+    assert printed.exit_code == 0 and "WMT p (BAD<REF)" in printed.stdout and "repeat |diff|" in printed.stdout
+    rows = [line for line in printed.stdout.splitlines() if line.startswith(("rater-a", "rater-d"))]
+    assert len(rows) == 2 and all("too few controls" in row for row in rows)
+    as_json = json.loads(cli("review", "results", campaign_id, "--store", store_url, "--json").stdout)
+    for rater in as_json["results"]["raters"]:
+        assert rater["wmt"]["bad_ref"]["pairs"] == rater["control_pairs"] < protocol.MIN_CONTROL_PAIRS
+        assert rater["wmt"]["bad_ref"]["passes"] is None
+        assert rater["wmt"]["repeats"]["pairs"] == rater["repeat_pairs"]
 
 
 def test_growth_refuses_what_it_cannot_do(scored, tmp_path, cli):

@@ -30,11 +30,14 @@ def exact_less_p(bad: list[float], ref: list[float]) -> float:
 def test_mann_whitney_separated_samples_by_hand():
     # Every BAD below every REF: U = 0, one split in C(6, 3) = 20 is as extreme.
     assert bad_below_ref_p([10, 20, 30], [40, 50, 60]) == pytest.approx(1 / 20)
-    # Four and four: 1 / C(8, 4) = 1/70, below WMT's 0.05.
+    # Four and four: 1 / C(8, 4) = 1/70, below WMT's 0.05, but fewer pairs than a verdict needs.
     check = bad_ref_check([(40, 10), (50, 20), (60, 30), (70, 35)])
     assert check["p_value"] == pytest.approx(1 / 70)
-    assert check["passes"] is True and check["pairs"] == 4
+    assert check["passes"] is None and check["pairs"] == 4
     assert check["bad_mean"] == pytest.approx(23.75) and check["ref_mean"] == pytest.approx(55.0)
+    # Five and five: 1 / C(10, 5) = 1/252, judged.
+    check = bad_ref_check([(40, 10), (50, 20), (60, 30), (70, 35), (80, 38)])
+    assert check["p_value"] == pytest.approx(1 / 252) and check["passes"] is True
 
 
 def test_mann_whitney_matches_the_enumerated_distribution():
@@ -122,3 +125,25 @@ def test_an_excluded_raters_spans_do_not_count():
     results = campaign_results(ratings, ["A"], resamples=0, protocol="mqm")
     assert results["excluded_reviewers"] == ["r2"]
     assert results["mqm"]["systems"][0]["score"] == 0.0  # r1's one rating, no error
+
+
+def test_on_the_scripted_campaign_the_unpaired_test_needs_more_controls_than_the_paired_one():
+    from tests.test_review_results import results_of as scripted_results
+
+    # 60 items: 6 controls each. Every degraded output is scored under its original (ours: p = 1/64 for all
+    # three), but one rater's REF scores spread so widely that WMT's unpaired test does not see it.
+    raters = {rater["reviewer"]: rater for rater in scripted_results(60, random_rater="dan")["raters"]}
+    for name in ("ana", "ben", "chloe"):
+        assert raters[name]["p_value"] == pytest.approx(1 / 64) and raters[name]["reliable"] is True
+        wmt = raters[name]["wmt"]
+        assert wmt["bad_ref"]["pairs"] == 6 and wmt["bad_ref"]["bad_mean"] < wmt["bad_ref"]["ref_mean"] - 20
+        assert 3 < wmt["repeats"]["mean_abs_diff"] < 11  # twice the noise: E|N(0, 6 sqrt 2)| ~ 6.8
+        assert wmt["repeats"]["mean_abs_diff"] == pytest.approx(raters[name]["repeat_mean_abs_diff"])
+    assert [name for name in ("ana", "ben", "chloe") if raters[name]["wmt"]["bad_ref"]["passes"]] == ["ana", "ben"]
+    assert raters["chloe"]["wmt"]["bad_ref"]["p_value"] == pytest.approx(0.066, abs=0.001)
+    dan = raters["dan"]["wmt"]
+    assert dan["bad_ref"]["passes"] is False and raters["dan"]["reliable"] is False  # both fail the random rater
+    assert dan["repeats"]["mean_abs_diff"] > 20  # uniform scores: E|U - U'| over 0..100 ~ 33
+    # 200 items: 20 controls each, and WMT's test passes all three too.
+    raters = scripted_results(200)["raters"]
+    assert all(rater["wmt"]["bad_ref"]["passes"] and rater["wmt"]["bad_ref"]["pairs"] == 20 for rater in raters)

@@ -136,7 +136,7 @@ def _wmt_columns(rater: dict) -> list[str]:
     if wmt is None:
         return ["-"] * len(WMT_HEADERS)
     bad_ref, repeats = wmt["bad_ref"], wmt["repeats"]
-    verdict = {None: "no controls", True: "passes", False: "fails"}[bad_ref["passes"]]
+    verdict = {None: "too few controls", True: "passes", False: "fails"}[bad_ref["passes"]]
     return [_number(bad_ref["p_value"]) if bad_ref["pairs"] else "-", verdict, str(repeats["pairs"]),
             _number(repeats["mean_abs_diff"]), _number(repeats["within_tolerance_share"])]
 

@@ -11,7 +11,9 @@ WMT23 (its ComputeAnnotatorMetrics command):
   stochastically less than REF, on raw scores (Appraise dropped z-scores for
   this at WMT23). No pair, or every BAD equal to its REF: p = 1 (nothing
   shows the rater saw the damage), as Appraise does. The rater passes when
-  p < WMT_P.
+  p < WMT_P, and is not judged (None) with fewer pairs than our own test
+  needs (protocol.MIN_CONTROL_PAIRS): with three pairs even a rater who
+  scores every BAD below every REF gets p = 1/20 = 0.05.
 - Repeats. The rater's two scores of an item shown twice (RATE and REPEAT):
   how many pairs, their mean absolute difference, and the share that differ
   by at most REPEAT_TOLERANCE points.
@@ -32,6 +34,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from gateway.review.protocol import MIN_CONTROL_PAIRS
 
 # WMT's level: a rater whose BAD items are not scored lower at this level is unreliable.
 WMT_P = 0.05
@@ -59,7 +63,7 @@ def bad_ref_check(pairs: list[tuple[float, float]]) -> dict:
     p_value = bad_below_ref_p(bad, ref)
     return {"pairs": len(pairs), "bad_mean": float(np.mean(bad)) if bad else None,
             "ref_mean": float(np.mean(ref)) if ref else None, "p_value": p_value,
-            "passes": p_value < WMT_P if pairs else None}
+            "passes": p_value < WMT_P if len(pairs) >= MIN_CONTROL_PAIRS else None}
 
 
 def repeat_consistency(pairs: list[tuple[float, float]]) -> dict:
