@@ -12,6 +12,7 @@ from gateway.review import protocol
 from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
 from gateway.review.growth import add_reviewers
 from gateway.store import RunStore
+from gateway.store.reviews import CampaignChanged
 from tests.test_review_campaigns import QUALITY, RATERS, copied_store, rate_everything, scored  # noqa: F401
 
 NEW_RATER = {"rater-d": (2.0, 1.0)}
@@ -120,6 +121,10 @@ def test_growth_refuses_what_it_cannot_do(scored, tmp_path, cli):
         assert message in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     store = RunStore.open(url)
     try:
+        # A change prepared from settings someone else changed meanwhile is refused, and writes nothing.
+        with pytest.raises(CampaignChanged, match="try again"):
+            store.grow_campaign(campaign_id, {"items": 11}, {"items": 13}, [], "x", "items_extended", {})
+        assert store.campaign(campaign_id)["items"] == 12 and store.campaign_audit(campaign_id) == []
         store.set_campaign_state(campaign_id, "closed")
         with pytest.raises(Exception, match="closed: reopen it"):
             add_reviewers(store, campaign_id, ["c"], None)

@@ -9,6 +9,7 @@ from starlette.routing import Route
 
 from apps.web.rendering import Front, PageError
 from gateway.review.growth import CampaignClosed, add_reviewers, extend_items
+from gateway.store.reviews import CampaignChanged
 
 
 def routes(front: Front) -> list[Route]:
@@ -18,7 +19,7 @@ def routes(front: Front) -> list[Route]:
         campaign_id = request.path_params["campaign_id"]
         try:
             await front.call(lambda store: change(store, campaign_id, form, visitor.caller.name))
-        except CampaignClosed as error:
+        except (CampaignClosed, CampaignChanged) as error:
             raise PageError(409, str(error)) from None
         return RedirectResponse(f"/review/campaigns/{campaign_id}", 303)
 

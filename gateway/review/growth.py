@@ -21,12 +21,15 @@ The rules:
   included. The k-th extension draws from a seed of its own (the campaign's
   seed, "extend" and k), so that two extensions differ and each is
   reproducible.
-- A closed campaign does not grow (CampaignClosed).
+- A closed campaign does not grow (CampaignClosed). Two changes prepared at
+  once: the second is refused (CampaignChanged: try again), never applied
+  over the first.
 - Closing a campaign, or opening it again (change_state), is audited too.
 """
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -37,8 +40,8 @@ from gateway.store import RunStore
 from gateway.store.reviews import CLOSED, OPEN
 
 REVIEWERS_ADDED, ITEMS_EXTENDED, STATE_CHANGED = "reviewers_added", "items_extended", "state_changed"
-# The campaign's own columns; every other key of a campaign as read is one of its settings.
-_COLUMNS = ("campaign_id", "name", "corpus_id", "corpus_version", "created_at", "created_by", "state")
+# The settings a growth reads and changes: another change to them meanwhile refuses it (CampaignChanged).
+_GROWN = ("reviewers", "items", "extensions")
 
 
 class CampaignClosed(Exception):
@@ -52,8 +55,8 @@ def _open_campaign(store: RunStore, campaign_id: str) -> dict:
     return campaign
 
 
-def _settings(campaign: dict, **changes) -> dict:
-    return {**{key: value for key, value in campaign.items() if key not in _COLUMNS}, **changes}
+def _as_read(campaign: dict) -> dict:
+    return {key: campaign.get(key) for key in _GROWN}
 
 
 def queue_rows(reviewer: str, entry_ids: list[str], systems: list[str], outputs: dict[str, dict[str, str | None]],
@@ -100,7 +103,7 @@ def add_reviewers(store: RunStore, campaign_id: str, names: list[str], by: str |
     if not items:
         raise CampaignRefused(f"campaign {campaign_id}: no item to give a new reviewer")
     load = min(len(items), max(1, math.floor(np.mean([len(entries) for entries in rated.values()]) + 0.5)))
-    coverage = {entry_id: sum(entry_id in set(entries) for entries in rated.values()) for entry_id in items}
+    coverage = Counter(entry_id for entries in rated.values() for entry_id in set(entries))
     tie_break = dict(zip(items, np.random.default_rng(derived_seed(campaign["seed"], REVIEWERS_ADDED,
                                                                    *names)).permutation(len(items))))
     systems = campaign["systems"]
@@ -113,8 +116,8 @@ def add_reviewers(store: RunStore, campaign_id: str, names: list[str], by: str |
         mine = [entry_id for entry_id in items if entry_id in chosen]
         tasks += queue_rows(name, mine, systems, outputs, campaign["seed"], campaign["shares"], 0, (name,))
         added[name] = len(mine)
-    settings = _settings(campaign, reviewers=[*campaign["reviewers"], *names])
-    stored = store.grow_campaign(campaign_id, settings, tasks, by, REVIEWERS_ADDED,
+    stored = store.grow_campaign(campaign_id, _as_read(campaign), {"reviewers": [*campaign["reviewers"], *names]},
+                                 tasks, by, REVIEWERS_ADDED,
                                  {"reviewers": names, "items_each": added})
     return {**stored, "added": added}
 
@@ -149,8 +152,9 @@ def extend_items(store: RunStore, campaign_id: str, items: int, by: str | None) 
         if mine:
             tasks += queue_rows(reviewer, mine, systems, outputs, campaign["seed"], campaign["shares"],
                                 len(queues.get(reviewer, [])), (reviewer, "extend", str(extension)))
-    settings = _settings(campaign, items=campaign["items"] + len(sampled), extensions=extension)
-    stored = store.grow_campaign(campaign_id, settings, tasks, by, ITEMS_EXTENDED,
+    stored = store.grow_campaign(campaign_id, _as_read(campaign),
+                                 {"items": campaign["items"] + len(sampled), "extensions": extension},
+                                 tasks, by, ITEMS_EXTENDED,
                                  {"items": len(sampled), "entry_ids": sampled, "extension": extension})
     return {**stored, "added": sampled}
 

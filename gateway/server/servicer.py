@@ -24,6 +24,7 @@ from champollion.core.run_card import dict_to_message, run_card_to_proto
 from gateway.review.campaigns import CampaignRefused, CampaignRequest, create_campaign, results_of
 from gateway.review.exports import EXPORT_FORMATS, export_campaign
 from gateway.review.growth import CampaignClosed, add_reviewers, extend_items
+from gateway.store.reviews import CampaignChanged
 from gateway.review.protocol import DEFAULT_ITEMS, DEFAULT_OVERLAP
 from gateway.server import corpora
 from gateway.server.access import (
@@ -541,6 +542,8 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
             return await self._stored(context, use)
         except CampaignClosed as error:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(error))
+        except CampaignChanged as error:
+            await context.abort(grpc.StatusCode.ABORTED, str(error))
 
     async def CampaignAudit(self, request, context):
         changes = await self._stored(context, lambda store: store.campaign_audit(request.campaign_id))

@@ -237,10 +237,23 @@ def queues(connection: Connection, campaign_id: str) -> dict[str, list[tuple[str
     return found
 
 
-def grow(connection: Connection, campaign_id: str, settings: dict, tasks: list[dict], by: str | None, action: str,
-         details: dict, now: datetime) -> dict:
-    """In the caller's transaction: the campaign's new settings, its new tasks (appended to queues: positions
-    after the reviewer's last) and the audit row saying who changed what; ratings are never touched."""
+class CampaignChanged(Exception):
+    """A campaign changed by someone else between reading it and growing it."""
+
+
+def grow(connection: Connection, campaign_id: str, expected: dict, changes: dict, tasks: list[dict],
+         by: str | None, action: str, details: dict, now: datetime) -> dict:
+    """In the caller's transaction: the campaign's settings changed by `changes`, its new tasks (appended to
+    queues: positions after the reviewer's last) and the audit row saying who changed what; ratings are never
+    touched. CampaignChanged when a setting is no longer as `expected` (another change came first), the
+    campaign's row locked meanwhile (PostgreSQL; SQLite has one writer at a time)."""
+    current = connection.scalar(select(review_campaigns.c.settings)
+                                .where(review_campaigns.c.campaign_id == campaign_id).with_for_update())
+    if current is None:
+        raise UnknownCampaign(campaign_id)
+    if any(current.get(key) != value for key, value in expected.items()):
+        raise CampaignChanged(f"campaign {campaign_id} changed while this change was prepared: try again")
+    settings = {**current, **changes}
     connection.execute(update(review_campaigns).where(review_campaigns.c.campaign_id == campaign_id)
                        .values(settings=settings))
     if tasks:

@@ -392,11 +392,12 @@ class RunStore:
         with self._connection() as connection:
             return reviews.queues(connection, campaign_id)
 
-    def grow_campaign(self, campaign_id: str, settings: dict, tasks: list[dict], by: str | None, action: str,
-                      details: dict) -> dict:
-        """New settings, new tasks and the audit row, in one transaction."""
+    def grow_campaign(self, campaign_id: str, expected: dict, changes: dict, tasks: list[dict], by: str | None,
+                      action: str, details: dict) -> dict:
+        """Settings changed (those in `expected` still as read), new tasks and the audit row, in one
+        transaction."""
         with self._connection(write=True) as connection:
-            return reviews.grow(connection, campaign_id, settings, tasks, by, action, details,
+            return reviews.grow(connection, campaign_id, expected, changes, tasks, by, action, details,
                                 datetime.now(timezone.utc))
 
     def set_campaign_state_audited(self, campaign_id: str, state: str, by: str | None) -> dict:
