@@ -57,6 +57,8 @@ def test_a_campaign_grows_without_losing_a_rating(scored, store_url, cli):
         old_items = {entry for reviewer in RATERS for entry in rated[reviewer][:20]}
         assert len(old_items) == 30 and not old_items & set(new_entries)
         assert len(set(rated["rater-d"]) & old_items) == 20
+        # Her queue is built as at creation: 10% repeats and 10% degraded controls; then her new items.
+        assert Counter(kind for _, kind in queues["rater-d"][:24]) == {"rate": 20, "repeat": 2, "control": 2}
         coverage = Counter(entry for entries in rated.values() for entry in set(entries))
         assert sorted(Counter(coverage[entry] for entry in old_items).items()) == [(2, 10), (3, 20)]
         assert all(coverage[entry] == 2 for entry in new_entries)  # the campaign's overlap

@@ -60,10 +60,12 @@ def _as_read(campaign: dict) -> dict:
 
 
 def queue_rows(reviewer: str, entry_ids: list[str], systems: list[str], outputs: dict[str, dict[str, str | None]],
-               seed: int, shares: dict, first_position: int, seed_parts: tuple[str, ...]) -> list[dict]:
+               seed: int, shares: dict, first_position: int, seed_parts: tuple[str, ...],
+               donors: list[str]) -> list[dict]:
     """A reviewer's tasks over `entry_ids` as the store keeps them, from position `first_position` on: the
-    queue of design.reviewer_tasks, each degraded control's text made by design.degrade (its donor: the next
-    of `entry_ids`' outputs). `seed_parts` name the queue in the seeds it draws."""
+    queue of design.reviewer_tasks, each degraded control's text made by design.degrade (its donor: the
+    output of the entry after it in `donors`, campaigns._donor). `seed_parts` name the queue in the seeds it
+    draws. (Creation builds each queue as queue_rows(reviewer, its entries, ..., 0, (reviewer,), sample).)"""
     queue = reviewer_tasks(entry_ids, systems, derived_seed(seed, *seed_parts),
                            shares["repeat"], shares["control"])
     rows = []
@@ -71,7 +73,7 @@ def queue_rows(reviewer: str, entry_ids: list[str], systems: list[str], outputs:
         degraded_text = None
         if task.degraded is not None:
             degraded_text = degrade(outputs[task.degraded][task.entry_id],
-                                    _donor(outputs[task.degraded], task.entry_id, entry_ids),
+                                    _donor(outputs[task.degraded], task.entry_id, donors),
                                     derived_seed(seed, *seed_parts, str(task.position)))
         rows.append({"reviewer": reviewer, "position": first_position + task.position, "entry_id": task.entry_id,
                      "kind": task.kind, "systems": list(task.systems), "degraded": task.degraded,
@@ -114,7 +116,7 @@ def add_reviewers(store: RunStore, campaign_id: str, names: list[str], by: str |
         for entry_id in chosen:
             coverage[entry_id] += 1
         mine = [entry_id for entry_id in items if entry_id in chosen]
-        tasks += queue_rows(name, mine, systems, outputs, campaign["seed"], campaign["shares"], 0, (name,))
+        tasks += queue_rows(name, mine, systems, outputs, campaign["seed"], campaign["shares"], 0, (name,), items)
         added[name] = len(mine)
     stored = store.grow_campaign(campaign_id, _as_read(campaign), {"reviewers": [*campaign["reviewers"], *names]},
                                  tasks, by, REVIEWERS_ADDED,
@@ -151,7 +153,7 @@ def extend_items(store: RunStore, campaign_id: str, items: int, by: str | None) 
         mine = [entry_id for entry_id in sampled if reviewer in seats[entry_id]]
         if mine:
             tasks += queue_rows(reviewer, mine, systems, outputs, campaign["seed"], campaign["shares"],
-                                len(queues.get(reviewer, [])), (reviewer, "extend", str(extension)))
+                                len(queues.get(reviewer, [])), (reviewer, "extend", str(extension)), sampled)
     stored = store.grow_campaign(campaign_id, _as_read(campaign),
                                  {"items": campaign["items"] + len(sampled), "extensions": extension},
                                  tasks, by, ITEMS_EXTENDED,
