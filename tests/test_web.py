@@ -359,3 +359,25 @@ def test_a_maintainer_grows_a_campaign_from_its_page(app, tokens, runs, stack):
     assert [(change["action"], change["by"]) for change in changes] == [
         ("reviewers_added", "alice"), ("items_extended", "alice"), ("state_changed", "alice")]
     assert changes[2]["details"] == {"from": "open", "to": "closed"}
+
+
+def test_an_mqm_campaigns_page_shows_its_scores_from_the_spans(app, tokens, runs, stack):
+    with Client(stack.gateway_address) as client:
+        campaign = client.create_campaign("mqm", runs["dev"], ["rater-1"], items=2, overlap=1)
+    store = RunStore.open(default_store_url())
+    try:
+        # The protocol is chosen at creation (docs/community-review.md); set here through the store.
+        store.grow_campaign(campaign["campaign_id"], {}, {"protocol": "mqm"}, [], "test", "protocol_set", {})
+        task = store.review_task(campaign["campaign_id"], "rater-1", 0)
+        major = {"start": 0, "end": 1, "severity": "major", "category": "Accuracy/Mistranslation"}
+        store.save_ratings(campaign["campaign_id"], "rater-1", 0, {
+            system: {"score": 50.0, "usable": None, "spans": [major] if k == 0 else []}
+            for k, system in enumerate(task["systems"])})
+    finally:
+        store.close()
+    with signed_in(app, tokens[1].maintainer) as alice:
+        page = alice.get(f"/review/campaigns/{campaign['campaign_id']}")
+    rows = re.findall(r"<tr><td class=\"num\">(\d)</td><td>(\w+)</td>\s*<td class=\"num\">(\d)</td>"
+                      r"<td class=\"num\">([-\d.]+)</td></tr>", page.text.split('id="mqm"')[1].split("</table>")[0])
+    assert [(rank, system, items) for rank, system, items, _ in rows][-1] == ("4", task["systems"][0][:12], "1")
+    assert [float(score) for *_, score in rows] == [0.0, 0.0, 0.0, -5.0]
