@@ -62,6 +62,11 @@ def test_a_campaign_grows_without_losing_a_rating(scored, store_url, cli):
         coverage = Counter(entry for entries in rated.values() for entry in set(entries))
         assert sorted(Counter(coverage[entry] for entry in old_items).items()) == [(2, 10), (3, 20)]
         assert all(coverage[entry] == 2 for entry in new_entries)  # the campaign's overlap
+        # The same strata: the corpus's entry i has domain i % 5 and difficulty 1 + 3i % 5, five strata of 42;
+        # 30 items took 6 of each, and 15 more take 3 of each of the 36 left.
+        stratum = {entry["id"]: (entry["domain"], entry["difficulty"]) for entry in scored["corpus"]["entries"]}
+        assert Counter(stratum[entry] for entry in old_items) == Counter({key: 6 for key in set(stratum.values())})
+        assert Counter(stratum[entry] for entry in new_entries) == Counter({key: 3 for key in set(stratum.values())})
         # The finished reviewers resume at their first new task.
         progress = store.reviewer_progress(campaign_id)
         for reviewer, tasks in queues_before.items():
