@@ -19,6 +19,11 @@ The rules, as this module applies them:
   saw the damage). The rater is reliable when p < RELIABILITY_P, not judged
   (None) with fewer than MIN_CONTROL_PAIRS pairs. REPEAT ratings are paired
   the same way and their mean absolute difference reported, not used.
+  WMT's own checks (gateway/review/quality.py: Mann-Whitney U of the same
+  BAD and REF scores as two samples, repeat consistency) are reported beside
+  this test under each rater's `wmt`, and decide nothing.
+- MQM. An mqm campaign's results also score the systems from the error spans
+  of the ratings used (mqm_results, gateway/review/mqm.py's weights).
 - Scores. Raters use the slider differently (one is strict, one generous), so
   each rater's RATE ratings are also standardised: z = (score - the rater's
   mean) / the rater's population std (0 when the std is 0). For each item
@@ -140,7 +145,7 @@ def _rater(ratings: list[Rating], reviewer: str, exclude_unreliable: bool) -> di
         "reviewer": reviewer,
         "ratings": sum(1 for r in ratings if r.reviewer == reviewer and r.kind == RATE),
         "repeat_pairs": len(repeats),
-        "repeat_mean_abs_diff": float(np.mean([abs(a - b) for a, b in repeats])) if repeats else None,
+        "repeat_mean_abs_diff": repeat_consistency(repeats)["mean_abs_diff"],
         "control_pairs": len(controls),
         "degraded_lower_share": float(np.mean([d > 0 for d in differences])) if differences else None,
         "p_value": p_value,
