@@ -122,6 +122,7 @@ def test_growth_refuses_what_it_cannot_do(scored, tmp_path, cli):
         (("extend", campaign_id, "--items", "199"), "items: 198 entries of corpus"),
         (("extend", "000000000000", "--items", "1"), "no review campaign"),
         (("audit", "000000000000"), "no review campaign"),
+        (("export", campaign_id, "--format", "wmt-esa"), "has no ratings yet"),
     ):
         refused = cli("review", *args, "--store", url)
         assert refused.exit_code == 2, (args, refused)
