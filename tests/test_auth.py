@@ -286,3 +286,19 @@ def test_a_new_token_never_reads_as_a_flag():
     tokens = [new_token() for _ in range(2000)]
     assert not any(token.startswith("-") for token in tokens)
     assert len(set(tokens)) == len(tokens) and all(len(token) == 43 for token in tokens)
+
+
+def test_a_submitter_may_not_grow_a_campaign(channel):
+    """The campaign RPCs are not in RPC_ROLES: maintainers only, as every RPC it does not list."""
+    stub = gateway_pb2_grpc.GatewayStub(channel)
+    for call, rpc in (
+        (lambda: stub.AddCampaignReviewers(gateway_pb2.AddCampaignReviewersRequest(campaign_id="c", reviewers=["x"]),
+                                           metadata=bearer(Tokens.submitter), timeout=10), "AddCampaignReviewers"),
+        (lambda: stub.ExtendCampaign(gateway_pb2.ExtendCampaignRequest(campaign_id="c", items=1),
+                                     metadata=bearer(Tokens.submitter), timeout=10), "ExtendCampaign"),
+        (lambda: stub.CampaignAudit(gateway_pb2.CampaignResultsRequest(campaign_id="c"),
+                                    metadata=bearer(Tokens.submitter), timeout=10), "CampaignAudit"),
+    ):
+        error = refusal(call)
+        assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert error.details().startswith(f"{rpc}: needs the maintainer role")

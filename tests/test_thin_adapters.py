@@ -20,7 +20,7 @@ from gateway.store import RunStore
 
 REPO = Path(__file__).resolve().parent.parent
 FRONT_DOORS = ("gateway/server/servicer.py", "apps/web/app.py", "apps/web/limits.py", "apps/web/pages.py",
-               "apps/web/rendering.py", "apps/web/sessions.py", "apps/web/review.py")
+               "apps/web/rendering.py", "apps/web/sessions.py", "apps/web/review.py", "apps/web/growth.py")
 WEB = tuple(module for module in FRONT_DOORS if module.startswith("apps/web/"))
 
 # Opening and closing the store is wiring, not a rule.

@@ -19,7 +19,7 @@ from apps.web.sessions import COOKIE
 from champollion.eval.v1 import gateway_pb2
 from gateway.card.compare import ComparableRun
 from gateway.card.pairs import compare_all
-from gateway.store import default_store_url
+from gateway.store import RunStore, default_store_url
 from tests.conftest import run_cli
 from tests.test_board_ranks import page_ranks
 from tests.web_fixtures import CORPUS_ID, HOSTILE, corpus, store_four_runs, system_predictions, write_tokens
@@ -321,3 +321,63 @@ def test_unknown_pages_and_anonymous_review_pages_answer_with_a_status(app):
         assert visitor.get("/runs/ffffffffffffffff").status_code == 404
         review = visitor.get("/review")
         assert review.status_code == 401 and 'href="/signin"' in review.text
+
+
+# --- campaigns that grow, from the campaign page (apps/web/growth.py) -------------------------------------------------
+
+
+def test_a_maintainer_grows_a_campaign_from_its_page(app, tokens, runs, stack):
+    """Adds a reviewer, extends the items and closes the campaign from its page, each audited with the
+    maintainer's name; a reviewer may not; bad input and a closed campaign answer with a status."""
+    with Client(stack.gateway_address) as client:
+        campaign = client.create_campaign("to grow", runs["dev"], ["rater-1"], items=3, overlap=1)
+    url = f"/review/campaigns/{campaign['campaign_id']}"
+    with signed_in(app, tokens[1].reviewers["rater-1"]) as rater:
+        csrf = csrf_of(rater.get("/review").text)
+        refused = rater.post(f"{url}/reviewers", data={"csrf": csrf, "reviewers": "rater-2"})
+        assert refused.status_code == 403 and "maintainer" in refused.text
+    with signed_in(app, tokens[1].maintainer) as alice:
+        page = alice.get(url)
+        assert 'id="add-reviewers"' in page.text and 'id="extend-items"' in page.text
+        added = alice.post(f"{url}/reviewers", data={"csrf": csrf_of(page.text), "reviewers": "rater-2, rater-3"})
+        assert added.status_code == 200 and "rater-1, rater-2, rater-3" in added.text
+        extended = alice.post(f"{url}/items", data={"csrf": csrf_of(added.text), "items": "2"})
+        assert extended.status_code == 200 and "5 items" in extended.text
+        bad = alice.post(f"{url}/items", data={"csrf": csrf_of(extended.text), "items": "two"})
+        assert bad.status_code == 400 and "items: a whole number" in bad.text
+        again = alice.post(f"{url}/reviewers", data={"csrf": csrf_of(extended.text), "reviewers": "rater-2"})
+        assert again.status_code == 400 and "reviewers: already in campaign" in again.text
+        closed = alice.post(f"{url}/state", data={"state": "closed", "csrf": csrf_of(extended.text)})
+        assert 'id="add-reviewers"' not in closed.text
+        late = alice.post(f"{url}/items", data={"csrf": csrf_of(closed.text), "items": "1"})
+        assert late.status_code == 409 and "closed" in late.text
+    store = RunStore.open(default_store_url())
+    try:
+        changes = store.campaign_audit(campaign["campaign_id"])
+    finally:
+        store.close()
+    assert [(change["action"], change["by"]) for change in changes] == [
+        ("reviewers_added", "alice"), ("items_extended", "alice"), ("state_changed", "alice")]
+    assert changes[2]["details"] == {"from": "open", "to": "closed"}
+
+
+def test_an_mqm_campaigns_page_shows_its_scores_from_the_spans(app, tokens, runs, stack):
+    with Client(stack.gateway_address) as client:
+        campaign = client.create_campaign("mqm", runs["dev"], ["rater-1"], items=2, overlap=1)
+    store = RunStore.open(default_store_url())
+    try:
+        # The protocol is chosen at creation (docs/community-review.md); set here through the store.
+        store.grow_campaign(campaign["campaign_id"], {}, {"protocol": "mqm"}, [], "test", "protocol_set", {})
+        task = store.review_task(campaign["campaign_id"], "rater-1", 0)
+        major = {"start": 0, "end": 1, "severity": "major", "category": "Accuracy/Mistranslation"}
+        store.save_ratings(campaign["campaign_id"], "rater-1", 0, {
+            system: {"score": 50.0, "usable": None, "spans": [major] if k == 0 else []}
+            for k, system in enumerate(task["systems"])})
+    finally:
+        store.close()
+    with signed_in(app, tokens[1].maintainer) as alice:
+        page = alice.get(f"/review/campaigns/{campaign['campaign_id']}")
+    rows = re.findall(r"<tr><td class=\"num\">(\d)</td><td>(\w+)</td>\s*<td class=\"num\">(\d)</td>"
+                      r"<td class=\"num\">([-\d.]+)</td></tr>", page.text.split('id="mqm"')[1].split("</table>")[0])
+    assert [(rank, system, items) for rank, system, items, _ in rows][-1] == ("4", task["systems"][0][:12], "1")
+    assert [float(score) for *_, score in rows] == [0.0, 0.0, 0.0, -5.0]

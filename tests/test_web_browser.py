@@ -177,6 +177,8 @@ def test_a_campaign_from_creation_to_results_in_the_browser(browser, front):
     verdicts = page.locator("#raters tbody tr .verdict").all_text_contents()
     assert len(verdicts) == 3 and all(verdict in ("reliable", "unreliable", "not enough controls")
                                       for verdict in verdicts)
+    wmt = page.locator("#raters tbody tr .wmt-verdict").all_text_contents()  # WMT's check, beside ours
+    assert len(wmt) == 3 and all(verdict in ("passes", "fails", "too few controls") for verdict in wmt)
     flags = page.locator("#flags tbody tr").all_text_contents()
     assert len(flags) == 1 and "rater-3" in flags[0] and "follows the English word order" in flags[0]
 

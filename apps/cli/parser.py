@@ -504,6 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     results.add_argument("-o", "--out", help="with --tsv: the file to write (default standard output)")
     results.set_defaults(handler=_run_from("apps.cli.review", "cmd_review_results"))
     _add_reading_options(results)
+    _define_review_growth(review_commands)
     held = review_commands.add_parser("list", help="runs held for review, with why and which entries")
     held.add_argument("--dataset", help="only runs on this corpus id")
     for decision in ("clear", "disqualify"):
@@ -522,6 +523,39 @@ def build_parser() -> argparse.ArgumentParser:
     held.set_defaults(handler=_run_from("apps.cli.review", "cmd_review_list"))
     _add_reading_options(held)
     return parser
+
+
+def _define_review_growth(review_commands) -> None:
+    """`review export`, `add-reviewers`, `extend` and `audit` (issue 36; docs/community-review.md)."""
+    from gateway.review.exports import EXPORT_FORMATS
+
+    export = review_commands.add_parser(
+        "export", help="a campaign's ratings in WMT's ESA format (JSON lines; meta-eval --format wmt-esa reads it)",
+        examples=("champollion review export 5c1e0a9b2d44 --format wmt-esa -o campaign.esa.jsonl",))
+    export.add_argument("campaign_id")
+    export.add_argument("--format", dest="export_format", required=True, choices=EXPORT_FORMATS,
+                        help="wmt-esa: one rating a line, WMT24's ESA fields (docs/community-review.md)")
+    export.add_argument("-o", "--out", help="the file to write (default standard output)")
+    export.set_defaults(handler=_run_from("apps.cli.review", "cmd_review_export"))
+    _add_reading_options(export, format_flag=False)
+    add = review_commands.add_parser(
+        "add-reviewers", help="reviewers added to an open campaign; nobody's ratings change",
+        examples=("champollion review add-reviewers 5c1e0a9b2d44 dana eli",))
+    add.add_argument("campaign_id")
+    add.add_argument("reviewers", nargs="+", metavar="NAME", help="a reviewer's token name, new to the campaign")
+    add.set_defaults(handler=_run_from("apps.cli.review", "cmd_review_add_reviewers"))
+    _add_reading_options(add)
+    extend = review_commands.add_parser(
+        "extend", help="new items sampled into an open campaign from the same strata; nobody's ratings change",
+        examples=("champollion review extend 5c1e0a9b2d44 --items 50",))
+    extend.add_argument("campaign_id")
+    extend.add_argument("--items", type=int, required=True, help="how many entries to add")
+    extend.set_defaults(handler=_run_from("apps.cli.review", "cmd_review_extend"))
+    _add_reading_options(extend)
+    audit = review_commands.add_parser("audit", help="a campaign's changes since creation: who, when, what")
+    audit.add_argument("campaign_id")
+    audit.set_defaults(handler=_run_from("apps.cli.review", "cmd_review_audit"))
+    _add_reading_options(audit)
 
 
 def _define_up(up: argparse.ArgumentParser) -> None:
@@ -544,8 +578,9 @@ def _define_meta_eval(meta_eval: argparse.ArgumentParser) -> None:
     meta_eval.add_argument("--format", default="auto", choices=FORMATS,
                            help="system-score: system<TAB>score per segment line; system-segment-score: "
                                 "system<TAB>segment<TAB>score; mqm: WMT's MQM average segment scores; "
-                                "mqm-errors: MQM error annotations, scored by their weights (default: told from "
-                                "the first line)")
+                                "mqm-errors: MQM error annotations, scored by their weights; wmt-esa: ESA ratings as "
+                                "JSON lines (`review export`, WMT24's ESA dump); appraise: an Appraise export (CSV "
+                                "or JSON lines), TGT items (default: told from the first line)")
     meta_eval.add_argument("--lower-is-better", action="store_true",
                            help="the human scores are errors or costs: lower is better")
     meta_eval.add_argument("--system", action="append", default=[], metavar="CARD=NAME",

@@ -122,11 +122,37 @@ def cmd_review_results(args) -> int:
                    disable_numparse=True))
     print(tabulate([[r["reviewer"], r["ratings"], r["control_pairs"], _number(r["p_value"]),
                      {None: "not enough controls", True: "reliable", False: "unreliable"}[r["reliable"]]
-                     + (" (excluded)" if r["excluded"] else "")] for r in results["raters"]],
-                   headers=["reviewer", "ratings", "control pairs", "p", "verdict"], disable_numparse=True))
+                     + (" (excluded)" if r["excluded"] else ""), *_wmt_columns(r)] for r in results["raters"]],
+                   headers=["reviewer", "ratings", "control pairs", "p", "verdict", *WMT_HEADERS],
+                   disable_numparse=True))
+    _print_mqm(results)
     if results.get("detectors"):
         _print_detectors(results["detectors"])
     return 0
+
+
+# WMT's checks beside ours (gateway/review/quality.py): Mann-Whitney U of BAD vs REF, and repeat consistency.
+WMT_HEADERS = ["WMT p (BAD<REF)", "WMT", "repeats", "repeat |diff|", "within tol."]
+
+
+def _wmt_columns(rater: dict) -> list[str]:
+    wmt = rater.get("wmt")
+    if wmt is None:
+        return ["-"] * len(WMT_HEADERS)
+    bad_ref, repeats = wmt["bad_ref"], wmt["repeats"]
+    verdict = {None: "too few controls", True: "passes", False: "fails"}[bad_ref["passes"]]
+    return [_number(bad_ref["p_value"]) if bad_ref["pairs"] else "-", verdict, str(repeats["pairs"]),
+            _number(repeats["mean_abs_diff"]), _number(repeats["within_tolerance_share"])]
+
+
+def _print_mqm(results: dict) -> None:
+    """An mqm campaign's scores from its error spans (gateway/review/mqm.py)."""
+    mqm = results.get("mqm")
+    if not mqm:
+        return
+    print(f"MQM ({mqm['weights']}):")
+    print(tabulate([[row["rank"], row["system"][:12], row["items"], _number(row["score"])] for row in mqm["systems"]],
+                   headers=["rank", "run", "items", "MQM score"], disable_numparse=True))
 
 
 def _print_detectors(report: dict) -> None:
@@ -159,3 +185,60 @@ def _number(value) -> str:
 
 def _interval(pair) -> str:
     return "-" if not pair else f"{pair[0]:.4g} – {pair[1]:.4g}"
+
+
+# --- campaigns that grow, their audit, the WMT export (issue 36; docs/community-review.md) ---------------------------
+
+def cmd_review_export(args) -> int:
+    with reading_client(args) as client:
+        campaign, text = client.campaign_export(args.campaign_id, args.export_format)
+    if campaign["results"] is None:
+        raise CliError(f"campaign {campaign['campaign_id']} has no ratings yet", EXIT_INVALID_INPUT)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(text)
+        print(f"{text.count(chr(10))} ratings of campaign {campaign['campaign_id']} written to {args.out} "
+              f"({args.export_format})", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_review_add_reviewers(args) -> int:
+    with reading_client(args) as client:
+        campaign = client.add_campaign_reviewers(args.campaign_id, args.reviewers)
+    if args.json:
+        write_json(campaign, None)
+    print(f"campaign {campaign['campaign_id']}: " + ", ".join(f"{name} gets {items} items"
+                                                               for name, items in campaign["added"].items()),
+          file=sys.stderr)
+    return 0
+
+
+def cmd_review_extend(args) -> int:
+    with reading_client(args) as client:
+        campaign = client.extend_campaign(args.campaign_id, args.items)
+    if args.json:
+        write_json(campaign, None)
+    print(f"campaign {campaign['campaign_id']}: {len(campaign['added'])} items added, {campaign['items']} in all",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_review_audit(args) -> int:
+    with reading_client(args) as client:
+        changes = client.campaign_audit(args.campaign_id)
+    if args.json:
+        write_json(changes, None)
+    elif not changes:
+        print(f"campaign {args.campaign_id}: no change since its creation", file=sys.stderr)
+    else:
+        print(tabulate([[change["at"], change["by"] or "-", change["action"], _details(change["details"])]
+                        for change in changes], headers=["at", "by", "action", "details"], disable_numparse=True))
+    return 0
+
+
+def _details(details: dict) -> str:
+    """An audit row's details on one line (a long list of entry ids: its length)."""
+    return "; ".join(f"{key}: {len(value)} ids" if isinstance(value, list) and len(value) > 5 else f"{key}: {value}"
+                     for key, value in details.items())

@@ -412,6 +412,31 @@ class Client:
         request = gateway_pb2.CampaignResultsRequest(campaign_id=campaign_id)
         return plain_row(self._call(lambda stub: stub.CampaignResults(request, timeout=LONG_CALL_S)).campaign)
 
+    def campaign_export(self, campaign_id: str, export_format: str) -> tuple[dict, str]:
+        """A campaign with its results, and its ratings in `export_format`
+        ("wmt-esa"; docs/community-review.md): (campaign, text)."""
+        request = gateway_pb2.CampaignResultsRequest(campaign_id=campaign_id, export_format=export_format)
+        response = self._call(lambda stub: stub.CampaignResults(request, timeout=LONG_CALL_S))
+        return plain_row(response.campaign), response.export
+
+    def add_campaign_reviewers(self, campaign_id: str, reviewers: list[str]) -> dict:
+        """Reviewers added to an open campaign (their queues built, nobody's
+        ratings touched): the campaign, with the items each got in `added`."""
+        request = gateway_pb2.AddCampaignReviewersRequest(campaign_id=campaign_id, reviewers=reviewers)
+        return plain_row(self._call(lambda stub: stub.AddCampaignReviewers(request, timeout=LONG_CALL_S)).campaign)
+
+    def extend_campaign(self, campaign_id: str, items: int) -> dict:
+        """`items` new items sampled into an open campaign from the same
+        strata: the campaign, with the new entry ids in `added`."""
+        request = gateway_pb2.ExtendCampaignRequest(campaign_id=campaign_id, items=items)
+        return plain_row(self._call(lambda stub: stub.ExtendCampaign(request, timeout=LONG_CALL_S)).campaign)
+
+    def campaign_audit(self, campaign_id: str) -> list[dict]:
+        """A campaign's changes since creation, oldest first."""
+        request = gateway_pb2.CampaignResultsRequest(campaign_id=campaign_id)
+        response = self._call(lambda stub: stub.CampaignAudit(request, timeout=QUICK_CALL_S))
+        return [plain_row(change) for change in response.changes]
+
     # Registered corpora
 
     def register_corpus(self, corpus: CorpusLike, tier: str, new_version: bool = False,

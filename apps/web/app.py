@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
-from apps.web import pages, review
+from apps.web import growth, pages, review
 from apps.web.limits import DEFAULT_MAX_BODY_BYTES, BodyLimitMiddleware
 from apps.web.rendering import CSP, Front
 from apps.web.sessions import COOKIE, MAX_AGE_S, TOKENS_POLL_S, Sessions, TokenSource
@@ -87,7 +87,7 @@ def create_app(settings: WebSettings) -> Starlette:
     tokens = TokenSource(settings.tokens_file, on_load=ended_removed_tokens) if settings.tokens_file else None
     sessions = Sessions(settings.secret or secrets.token_urlsafe(32), tokens, settings.secure_cookie, stored)
     front = Front(store, sessions)
-    routes = [*pages.routes(front), *review.routes(front), Mount("/static", StaticFiles(directory=STATIC), name="static")]
+    routes = [*pages.routes(front), *review.routes(front), *growth.routes(front), Mount("/static", StaticFiles(directory=STATIC), name="static")]
 
     async def watch_tokens() -> None:
         # Between requests too: a line removed and put back is seen gone if it stayed out TOKENS_POLL_S.

@@ -53,6 +53,7 @@ _STATUSES: dict[type[refusals.Refused], int] = {
     refusals.NotFound: 404,
     refusals.Precondition: 409,
     refusals.Conflict: 409,
+    refusals.Aborted: 409,
     refusals.Exhausted: 429,
     refusals.TimedOut: 504,
     refusals.Unavailable: 503,

@@ -18,6 +18,7 @@ from starlette.routing import Route
 from apps.web.rendering import Front, PageError
 from gateway.review import protocol, reviewing
 from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
+from gateway.review.growth import change_state
 from gateway.review.ratings import MQM_SPAN_CATEGORIES
 from gateway.review.results import judgments_tsv
 from gateway.server.readings import is_maintainer, runs_for
@@ -81,10 +82,13 @@ def routes(front: Front) -> list[Route]:
                           results=campaign["results"], flags=flags, bar=protocol, flag_names=protocol.REFERENCE_FLAGS)
 
     async def set_state(request: Request):
-        front.maintainer(request, "close campaign")
+        """Closes a campaign (its ratings are final: no more are taken) or opens it again."""
+        visitor = front.maintainer(request, "close campaign")
         form = await front.form(request)
+        state = str(form.get("state", ""))
         campaign_id = request.path_params["campaign_id"]
-        await front.call(lambda store: reviewing.set_state(store, campaign_id, str(form.get("state", ""))))
+        # Audited (gateway/review/growth.py); a state other than open or closed: CampaignRefused, 400.
+        await front.call(lambda store: change_state(store, campaign_id, state, visitor.caller.name))
         return RedirectResponse(f"/review/campaigns/{campaign_id}", 303)
 
     async def results_json(request: Request) -> JSONResponse:

@@ -107,26 +107,14 @@ def create_campaign(store: RunStore, request: CampaignRequest) -> dict:
     seats = assign_items(sampled, reviewers, request.overlap, request.seed)  # entry id -> its reviewers
     assigned = {reviewer: [entry_id for entry_id in sampled if reviewer in seats[entry_id]] for reviewer in reviewers}
     by_id = {entry["id"]: entry for entry in entries}
-    suggested = _suggestions(store, request, systems, outputs, by_id, sampled)
+    suggested = suggested_spans(store, request.prefill, request.prefill_share, derived_seed(request.seed, "prefill"),
+                                systems, outputs, by_id, sampled)
     gate = _gate_tasks(request, systems, outputs, by_id, sampled)
     tasks = []
     for reviewer in reviewers:
         tasks.extend({**task, "reviewer": reviewer} for task in gate)
-        queue = reviewer_tasks(assigned[reviewer], systems, derived_seed(request.seed, reviewer),
-                               request.shares["repeat"], request.shares["control"])
-        for task in queue:
-            degraded_text = None
-            if task.degraded is not None:
-                degraded_text = degrade(outputs[task.degraded][task.entry_id],
-                                        _donor(outputs[task.degraded], task.entry_id, sampled),
-                                        derived_seed(request.seed, reviewer, str(task.position)))
-            shown = suggested.get(task.entry_id)
-            if shown is not None and task.degraded is not None:
-                # The degraded output is not the one the families scored: no suggestion on it.
-                shown = {**shown, task.degraded: []}
-            tasks.append({"reviewer": reviewer, "position": len(gate) + task.position, "entry_id": task.entry_id,
-                          "kind": task.kind, "systems": list(task.systems), "degraded": task.degraded,
-                          "degraded_text": degraded_text, "suggestions": shown, "expected": None})
+        tasks += queue_rows(reviewer, assigned[reviewer], systems, outputs, request.seed, request.shares, len(gate),
+                            (reviewer,), sampled, suggested)
     settings = {"source_lang": corpus["source_lang"], "target_lang": corpus["target_lang"], "systems": systems,
                 "models": {system: versions[system][2] for system in systems},
                 "reviewers": reviewers, "items": len(sampled), "overlap": request.overlap, "seed": request.seed,
@@ -137,15 +125,44 @@ def create_campaign(store: RunStore, request: CampaignRequest) -> dict:
     return store.save_campaign(campaign, tasks)
 
 
-def _suggestions(store: RunStore, request: CampaignRequest, systems: list[str], outputs: dict[str, dict],
-                 entries: dict[str, dict], sampled: list[str]) -> dict[str, dict[str, list[dict]]]:
+def queue_rows(reviewer: str, entry_ids: list[str], systems: list[str], outputs: dict[str, dict[str, str | None]],
+               seed: int, shares: dict, first_position: int, seed_parts: tuple[str, ...], donors: list[str],
+               suggested: dict[str, dict[str, list[dict]]]) -> list[dict]:
+    """A reviewer's tasks over `entry_ids` as the store keeps them, from
+    `first_position` on: design.reviewer_tasks' queue, each degraded
+    control's text made by design.degrade (its donor: the output of the
+    entry after it in `donors`), each item's suggested spans (`suggested`,
+    suggested_spans'). `seed_parts` name the queue in the seeds it draws.
+    Creation and a campaign's growth (gateway/review/growth.py) both build
+    queues here."""
+    queue = reviewer_tasks(entry_ids, systems, derived_seed(seed, *seed_parts), shares["repeat"], shares["control"])
+    rows = []
+    for task in queue:
+        degraded_text = None
+        if task.degraded is not None:
+            degraded_text = degrade(outputs[task.degraded][task.entry_id],
+                                    _donor(outputs[task.degraded], task.entry_id, donors),
+                                    derived_seed(seed, *seed_parts, str(task.position)))
+        shown = suggested.get(task.entry_id)
+        if shown is not None and task.degraded is not None:
+            # The degraded output is not the one the families scored: no suggestion on it.
+            shown = {**shown, task.degraded: []}
+        rows.append({"reviewer": reviewer, "position": first_position + task.position, "entry_id": task.entry_id,
+                     "kind": task.kind, "systems": list(task.systems), "degraded": task.degraded,
+                     "degraded_text": degraded_text, "suggestions": shown, "expected": None})
+    return rows
+
+
+def suggested_spans(store: RunStore, prefill: str, prefill_share: float, seed: int, systems: list[str],
+                    outputs: dict[str, dict], entries: dict[str, dict],
+                    sampled: list[str]) -> dict[str, dict[str, list[dict]]]:
     """Entry id -> {run id: the suggested spans of its output}, for the
     sampled entries shown with suggestions; the others (a seeded share,
     `prefill_share`) are left out: their tasks store NULL."""
-    if request.prefill == protocol.PREFILL_NONE:
+    if prefill == protocol.PREFILL_NONE:
         return {}
-    rng = np.random.default_rng(derived_seed(request.seed, "prefill"))
-    plain = math.floor(request.prefill_share * len(sampled) + 0.5)  # half up, as the controls' counts
+    rng = np.random.default_rng(seed)
+    plain = math.floor(prefill_share * len(sampled) + 0.5)  # half up, as the controls' counts
     without = {sampled[int(i)] for i in rng.choice(len(sampled), size=plain, replace=False)}
     scores = {system: store.run_entry_scores(system) for system in systems}
     return {entry_id: {system: [found.as_dict() for found in suggestions_for(
@@ -195,9 +212,10 @@ def results_of(store: RunStore, campaign_id: str) -> dict:
     # The gate's items teach and check the reviewer: they are not results.
     rows = [row for row in store.campaign_ratings(campaign_id) if row["kind"] not in protocol.GATE_KINDS]
     ratings = [Rating(row["reviewer"], row["entry_id"], row["system"], row["kind"], row["score"], row["usable"],
-                      row["degraded"]) for row in rows]
+                      row["degraded"], tuple(row["spans"] or ())) for row in rows]
     progress = store.reviewer_progress(campaign_id)
-    results = campaign_results(ratings, campaign["systems"], DEFAULT_SEED, DEFAULT_RESAMPLES) if ratings else None
+    results = campaign_results(ratings, campaign["systems"], DEFAULT_SEED, DEFAULT_RESAMPLES,
+                               protocol=campaign.get("protocol", "da")) if ratings else None
     if results is not None:
         for summary in results["systems"]:
             summary["model_slug"] = campaign["models"].get(summary["system"])

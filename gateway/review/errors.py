@@ -18,3 +18,8 @@ class NotNow(RuntimeError):
     """A request the campaign's state or the reviewer's progress does not
     allow yet (a closed campaign, an item before the gate is passed, a flag
     before the item is rated). HTTP 409, FAILED_PRECONDITION."""
+
+
+class CampaignClosed(NotNow):
+    """A change to a campaign that is closed (it takes no ratings and does
+    not grow until reopened). HTTP 409, FAILED_PRECONDITION."""

@@ -60,3 +60,32 @@ def segment_scores(annotations: Iterable[Annotation]) -> dict[tuple[str, str], f
         by_rater = penalties.setdefault((row.system, row.segment), {})
         by_rater[row.rater] = by_rater.get(row.rater, 0.0) + error_weight(row.category, row.severity)
     return {key: -sum(by_rater.values()) / len(by_rater) for key, by_rater in penalties.items()}
+
+
+# --- an mqm review campaign's ratings (gateway/review/results.py mqm_results) ----------------------------------------
+
+# A review span's severity ("minor" | "major", gateway/review/protocol.py) as the MQM data writes it.
+_SPAN_SEVERITIES = {"minor": MINOR, "major": MAJOR}
+# A span without a category is still an error: counted as the typology's "Other".
+OTHER = "Other"
+
+
+def rating_annotations(system: str, segment: str, rater: str, spans) -> list[Annotation]:
+    """One review rating's spans ({severity, category?, ...}) as MQM rows; a rating without spans is one
+    No-error row, so that the rater counts (with 0) in the segment's mean."""
+    if not spans:
+        return [Annotation(system, segment, rater, NO_ERROR, NO_ERROR)]
+    rows = []
+    for span in spans:
+        severity = _SPAN_SEVERITIES.get(span.get("severity"))
+        if severity is None:
+            raise UnknownSeverity(f"severity {span.get('severity')!r}: one of {', '.join(_SPAN_SEVERITIES)}")
+        rows.append(Annotation(system, segment, rater, span.get("category") or OTHER, severity))
+    return rows
+
+
+def weights_note() -> str:
+    """The weights, as the results state them."""
+    return (f"{MAJOR} {SEVERITY_WEIGHTS[MAJOR]:g}, {MINOR} {SEVERITY_WEIGHTS[MINOR]:g}, {MINOR} {PUNCTUATION} "
+            f"{MINOR_PUNCTUATION_WEIGHT:g}, {NON_TRANSLATION} {NON_TRANSLATION_WEIGHT:g}; summed per rater, "
+            "averaged over raters, negated")

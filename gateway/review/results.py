@@ -19,6 +19,11 @@ The rules, as this module applies them:
   saw the damage). The rater is reliable when p < RELIABILITY_P, not judged
   (None) with fewer than MIN_CONTROL_PAIRS pairs. REPEAT ratings are paired
   the same way and their mean absolute difference reported, not used.
+  WMT's own checks (gateway/review/quality.py: Mann-Whitney U of the same
+  BAD and REF scores as two samples, repeat consistency) are reported beside
+  this test under each rater's `wmt`, and decide nothing.
+- MQM. An mqm campaign's results also score the systems from the error spans
+  of the ratings used (mqm_results, gateway/review/mqm.py's weights).
 - Scores. Raters use the slider differently (one is strict, one generous), so
   each rater's RATE ratings are also standardised: z = (score - the rater's
   mean) / the rater's population std (0 when the std is 0). For each item
@@ -53,9 +58,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gateway.review.mqm import rating_annotations, segment_scores, weights_note
 from gateway.review.protocol import (CONTROL, DA_MAX, DA_MIN, MIN_ALPHA, MIN_CONTROL_PAIRS, MIN_ITEMS,
                                      MIN_REVIEWERS_PER_ITEM, MIN_USABLE_SHARE, RATE, RELIABILITY_P, REPEAT,
                                      TASK_KINDS)
+from gateway.review.quality import bad_ref_check, repeat_consistency
 
 CONFIDENCE_ALPHA = 0.05  # two-sided: the 2.5th and 97.5th percentiles
 
@@ -69,6 +76,8 @@ class Rating:
     score: float  # 0..100
     usable: bool | None  # None: not answered
     degraded: bool = False  # this rating is of a degraded output (CONTROL task, that column)
+    # The error spans ({start, end, severity, missing, category?}): an mqm campaign's score is made of them.
+    spans: tuple = ()
 
 
 # --- checks ---------------------------------------------------------------------------------------------------------
@@ -136,7 +145,7 @@ def _rater(ratings: list[Rating], reviewer: str, exclude_unreliable: bool) -> di
         "reviewer": reviewer,
         "ratings": sum(1 for r in ratings if r.reviewer == reviewer and r.kind == RATE),
         "repeat_pairs": len(repeats),
-        "repeat_mean_abs_diff": float(np.mean([abs(a - b) for a, b in repeats])) if repeats else None,
+        "repeat_mean_abs_diff": repeat_consistency(repeats)["mean_abs_diff"],
         "control_pairs": len(controls),
         "degraded_lower_share": float(np.mean([d > 0 for d in differences])) if differences else None,
         "p_value": p_value,
@@ -306,12 +315,13 @@ def _judgments(table: _Table, systems: list[str]) -> dict[str, dict[str, float]]
 
 
 def campaign_results(ratings: list[Rating], systems: list[str], seed: int = 12345, resamples: int = 1000,
-                     exclude_unreliable: bool = True) -> dict:
+                     exclude_unreliable: bool = True, protocol: str = "da") -> dict:
     """The campaign's results as plain JSON (the module docstring gives the rules): `systems` (ranked), `alpha`,
     `raters` (by name; `ratings` counts a rater's RATE ratings), `items`, `reviewers_per_item`,
     `excluded_reviewers`, `bootstrap`, `meets_bar` and `judgments` (system -> entry id -> mean raw score).
     ValueError for a rating of an unknown system, a score outside 0..100, an unknown kind, a degraded rating
-    that is not a CONTROL one, or the same rating twice."""
+    that is not a CONTROL one, or the same rating twice. Each rater also carries WMT's checks (`wmt`:
+    gateway/review/quality.py); an mqm campaign (`protocol` "mqm") also gets `mqm` (mqm_results)."""
     _check(ratings, systems)
     if resamples < 0:
         raise ValueError(f"resamples: must be 0 or more, got {resamples}")
@@ -321,7 +331,9 @@ def campaign_results(ratings: list[Rating], systems: list[str], seed: int = 1234
     table = _table(rated, systems)
     per_item = _reviewers_per_item(rated)
     alpha = {"da": _alpha(rated, _score, "interval"), "usable": _alpha(rated, _verdict, "nominal")}
-    return {
+    for rater in raters:
+        rater["wmt"] = wmt_quality(ratings, rater["reviewer"])
+    results = {
         "systems": _system_rows(table, systems, resamples, seed),
         "alpha": alpha,
         "raters": raters,
@@ -336,6 +348,37 @@ def campaign_results(ratings: list[Rating], systems: list[str], seed: int = 1234
         },
         "judgments": _judgments(table, systems),
     }
+    if protocol == "mqm":
+        results["mqm"] = mqm_results(rated, systems)
+    return results
+
+
+# --- WMT's annotator checks and MQM scores (issue 36) ----------------------------------------------------------------
+
+
+def wmt_quality(ratings: list[Rating], reviewer: str) -> dict:
+    """The rater's WMT checks (gateway/review/quality.py): Mann-Whitney U of its BAD (degraded) scores against
+    their REF (intact) ones, and the consistency of its repeats; beside `p_value`, our Wilcoxon test."""
+    return {"bad_ref": bad_ref_check(_pairs(ratings, reviewer, CONTROL, degraded=True)),
+            "repeats": repeat_consistency(_pairs(ratings, reviewer, REPEAT, degraded=False))}
+
+
+def mqm_results(rated: list[Rating], systems: list[str]) -> dict:
+    """An mqm campaign's scores from the error spans of the ratings used (gateway/review/mqm.py): each item's
+    score is minus its raters' mean summed penalty, a system's the mean of its items' (0 is best); systems
+    ranked by it, then the given order; a system nobody rated last, without a score."""
+    annotations = [row for rating in rated
+                   for row in rating_annotations(rating.system, rating.entry_id, rating.reviewer, rating.spans)]
+    by_system: dict[str, list[float]] = defaultdict(list)
+    for (system, _), score in segment_scores(annotations).items():
+        by_system[system].append(score)
+    rows = [{"system": system, "items": len(by_system[system]),
+             "score": float(np.mean(by_system[system])) if by_system[system] else None} for system in systems]
+    order = sorted(range(len(rows)), key=lambda j: (rows[j]["score"] is None, -(rows[j]["score"] or 0.0), j))
+    ranked = [rows[j] for j in order]
+    for rank, row in enumerate(ranked, start=1):
+        row["rank"] = rank
+    return {"systems": ranked, "weights": weights_note()}
 
 
 def system_validated(results: dict, system: str) -> tuple[bool, list[str]]:

@@ -12,6 +12,7 @@ from champollion.core.limits import InvalidField
 from gateway.card.compare import CompareRefused
 from gateway.review.errors import CampaignRefused, NotAReviewer, NotNow
 from gateway.store.errors import (
+    CampaignChanged,
     CheckGateRefused,
     CorpusConflict,
     InvalidQuery,
@@ -61,13 +62,17 @@ class Failed(Refused):
     """A bug, not bad input: the request failed inside the gateway."""
 
 
+class Aborted(Refused):
+    """Another change won the race: the request may be sent again."""
+
+
 class Conflict(Refused):
     """What the request would create exists already, differently."""
 
 
 # The kinds of refusal, as the front doors' tables name them.
-KINDS: tuple[type[Refused], ...] = (InvalidRequest, Forbidden, NotFound, Precondition, Conflict, Exhausted, TimedOut,
-                                    Unavailable, Failed)
+KINDS: tuple[type[Refused], ...] = (InvalidRequest, Forbidden, NotFound, Precondition, Conflict, Aborted, Exhausted,
+                                    TimedOut, Unavailable, Failed)
 
 # The errors of the layers below the rules, by kind: a field's check, the
 # store's, a comparison's, a campaign's (first match wins: the store's
@@ -78,6 +83,7 @@ RAISED_BELOW: tuple[tuple[tuple[type[Exception], ...], type[Refused]], ...] = (
     ((UnknownRun, UnknownCorpus, NothingStored, UnknownCampaign, UnknownTask), NotFound),
     ((CompareRefused, CheckGateRefused, NotHeld, NotNow), Precondition),
     ((CorpusConflict,), Conflict),
+    ((CampaignChanged,), Aborted),
     ((StoreError,), Unavailable),
 )
 ANSWERED: tuple[type[Exception], ...] = (Refused, *(kind for kinds, _ in RAISED_BELOW for kind in kinds))

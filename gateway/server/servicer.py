@@ -22,6 +22,8 @@ from champollion.core.run_card import dict_to_message, run_card_to_proto
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc, run_card_pb2
 from gateway.card.metrics import FAMILIES
 from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
+from gateway.review.exports import check_format, export_campaign
+from gateway.review.growth import add_reviewers, audit_of, extend_items
 from gateway.server import corpora
 from gateway.server.access import answer_view, is_maintainer
 from gateway.server.admission import Admission, DeferredTurn, UploadLimits
@@ -308,8 +310,34 @@ class GatewayServicer(gateway_pb2_grpc.GatewayServicer):
         return gateway_pb2.ListCampaignsResponse(campaigns=[as_struct(campaign) for campaign in campaigns])
 
     async def CampaignResults(self, request, context):
+        if request.export_format:
+            check_format(request.export_format)
         campaign = await self._stored(context, lambda store: results_of(store, request.campaign_id))
+        exported = ""
+        if request.export_format:
+            exported = await self._stored(context, lambda store: export_campaign(store, campaign,
+                                                                                 request.export_format))
+        return gateway_pb2.CampaignResponse(campaign=as_struct(campaign), export=exported)
+
+    # Campaigns that grow (maintainers): gateway/review/growth.py.
+
+    async def AddCampaignReviewers(self, request, context):
+        who = current_caller().name
+        campaign = await self._stored(context, lambda store: add_reviewers(store, request.campaign_id,
+                                                                          list(request.reviewers), who))
+        log.info("campaign_reviewers_added", family="gateway", campaign_id=request.campaign_id, token=who)
         return gateway_pb2.CampaignResponse(campaign=as_struct(campaign))
+
+    async def ExtendCampaign(self, request, context):
+        who = current_caller().name
+        campaign = await self._stored(context, lambda store: extend_items(store, request.campaign_id,
+                                                                         request.items, who))
+        log.info("campaign_extended", family="gateway", campaign_id=request.campaign_id, token=who)
+        return gateway_pb2.CampaignResponse(campaign=as_struct(campaign))
+
+    async def CampaignAudit(self, request, context):
+        changes = await self._stored(context, lambda store: audit_of(store, request.campaign_id))
+        return gateway_pb2.CampaignAuditResponse(changes=[as_struct(change) for change in changes])
 
     # Registered corpora: the logic is gateway/server/corpora.py's.
 

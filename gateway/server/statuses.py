@@ -21,6 +21,7 @@ STATUSES: dict[type[refusals.Refused], grpc.StatusCode] = {
     refusals.NotFound: grpc.StatusCode.NOT_FOUND,
     refusals.Precondition: grpc.StatusCode.FAILED_PRECONDITION,
     refusals.Conflict: grpc.StatusCode.ALREADY_EXISTS,
+    refusals.Aborted: grpc.StatusCode.ABORTED,
     refusals.Exhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     refusals.TimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,
     refusals.Unavailable: grpc.StatusCode.UNAVAILABLE,

@@ -89,3 +89,7 @@ class UnknownTask(LookupError):
 
     def __str__(self) -> str:
         return self.args[0]
+
+
+class CampaignChanged(Exception):
+    """A campaign changed by someone else between reading it and growing it."""

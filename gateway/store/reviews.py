@@ -12,11 +12,12 @@ from datetime import datetime
 
 from sqlalchemy import Connection, and_, delete, func, insert, select, update
 
-from gateway.store.errors import UnknownCampaign, UnknownTask
+from gateway.store.errors import CampaignChanged, UnknownCampaign, UnknownTask
 from gateway.store.rows import utc
 from gateway.store.tables import (
     corpus_entries,
     reference_flags,
+    review_audit,
     review_campaigns,
     review_ratings,
     review_tasks,
@@ -296,3 +297,93 @@ def rated_outputs(connection: Connection, campaign_id: str, kind: str) -> list[d
                       "suggestions": None if row.suggestions is None else row.suggestions.get(row.system, []),
                       "output": prediction or "", "source": sources.get(row.entry_id, ""), "scores": scores or {}})
     return found
+
+
+# --- campaigns that grow (issue 36; gateway/review/growth.py): reviewers added, items extended, every change audited --
+
+def queues(connection: Connection, campaign_id: str) -> dict[str, list[tuple[str, str]]]:
+    """Reviewer -> (entry id, kind) of each of its tasks, in queue order."""
+    campaign_info(connection, campaign_id)
+    found: dict[str, list[tuple[str, str]]] = {}
+    for row in connection.execute(
+            select(review_tasks.c.reviewer, review_tasks.c.entry_id, review_tasks.c.kind)
+            .where(review_tasks.c.campaign_id == campaign_id)
+            .order_by(review_tasks.c.reviewer, review_tasks.c.position)):
+        found.setdefault(row.reviewer, []).append((row.entry_id, row.kind))
+    return found
+
+
+def task_rows(connection: Connection, campaign_id: str) -> list[dict]:
+    """Every task of a campaign (reviewer, position, entry id, kind, systems,
+    degraded and its text, suggestions, expected), by reviewer and position."""
+    campaign_info(connection, campaign_id)
+    columns = [review_tasks.c[name] for name in ("reviewer", "position", "entry_id", "kind", "systems", "degraded",
+                                                 "degraded_text", "suggestions", "expected")]
+    return [dict(row) for row in connection.execute(
+        select(*columns).where(review_tasks.c.campaign_id == campaign_id)
+        .order_by(review_tasks.c.reviewer, review_tasks.c.position)).mappings()]
+
+
+def grow(connection: Connection, campaign_id: str, expected: dict, changes: dict, tasks: list[dict],
+         by: str | None, action: str, details: dict, now: datetime) -> dict:
+    """In the caller's transaction: the campaign's settings changed by `changes`, its new tasks (appended to
+    queues: positions after the reviewer's last) and the audit row saying who changed what; ratings are never
+    touched. CampaignChanged when a setting is no longer as `expected` (another change came first), the
+    campaign's row locked meanwhile (PostgreSQL; SQLite has one writer at a time)."""
+    current = connection.scalar(select(review_campaigns.c.settings)
+                                .where(review_campaigns.c.campaign_id == campaign_id).with_for_update())
+    if current is None:
+        raise UnknownCampaign(campaign_id)
+    if any(current.get(key) != value for key, value in expected.items()):
+        raise CampaignChanged(f"campaign {campaign_id} changed while this change was prepared: try again")
+    settings = {**current, **changes}
+    connection.execute(update(review_campaigns).where(review_campaigns.c.campaign_id == campaign_id)
+                       .values(settings=settings))
+    if tasks:
+        connection.execute(insert(review_tasks), [{**task, "campaign_id": campaign_id, "done_at": None}
+                                                  for task in tasks])
+    connection.execute(insert(review_audit), [{"campaign_id": campaign_id, "at": now, "by": by, "action": action,
+                                               "details": details}])
+    return campaign_info(connection, campaign_id)
+
+
+def audit(connection: Connection, campaign_id: str) -> list[dict]:
+    """The campaign's changes since its creation, oldest first: {at, by, action, details}."""
+    campaign_info(connection, campaign_id)
+    rows = connection.execute(select(review_audit).where(review_audit.c.campaign_id == campaign_id)
+                              .order_by(review_audit.c.at, review_audit.c.audit_id))
+    return [{"at": utc(row.at).isoformat(), "by": row.by, "action": row.action, "details": row.details}
+            for row in rows]
+
+
+def export_rows(connection: Connection, campaign_id: str) -> list[dict]:
+    """Every rating of the campaign as an export writes it (gateway/review/exports.py): the rating with its
+    spans and times, its task's entry, kind, degraded run and the degraded text shown."""
+    campaign_info(connection, campaign_id)
+    rows = connection.execute(
+        select(review_ratings.c.reviewer, review_ratings.c.position, review_ratings.c.system,
+               review_ratings.c.score, review_ratings.c.usable, review_ratings.c.spans, review_ratings.c.started_at,
+               review_ratings.c.rated_at, review_tasks.c.entry_id, review_tasks.c.kind, review_tasks.c.degraded,
+               review_tasks.c.degraded_text)
+        .join(review_tasks, and_(review_tasks.c.campaign_id == review_ratings.c.campaign_id,
+                                 review_tasks.c.reviewer == review_ratings.c.reviewer,
+                                 review_tasks.c.position == review_ratings.c.position))
+        .where(review_ratings.c.campaign_id == campaign_id)
+        .order_by(review_ratings.c.reviewer, review_ratings.c.position, review_ratings.c.system))
+    return [{"reviewer": row.reviewer, "position": row.position, "system": row.system, "score": row.score,
+             "usable": row.usable, "spans": row.spans or [],
+             "started_at": utc(row.started_at).isoformat() if row.started_at is not None else None,
+             "rated_at": utc(row.rated_at).isoformat(), "entry_id": row.entry_id, "kind": row.kind,
+             "degraded": row.degraded == row.system,
+             "degraded_text": row.degraded_text if row.degraded == row.system else None} for row in rows]
+
+
+def set_state_audited(connection: Connection, campaign_id: str, state: str, by: str | None, now: datetime) -> dict:
+    """set_state, and an audit row when the state changes (from, to), in the caller's transaction."""
+    before = campaign_info(connection, campaign_id)["state"]
+    changed = set_state(connection, campaign_id, state)
+    if before != state:
+        connection.execute(insert(review_audit), [{"campaign_id": campaign_id, "at": now, "by": by,
+                                                   "action": "state_changed",  # growth.STATE_CHANGED
+                                                   "details": {"from": before, "to": state}}])
+    return changed

@@ -398,5 +398,36 @@ class RunStore:
         with self._connection() as connection:
             return reviews.flags(connection, corpus_id, version)
 
+    # Campaigns that grow (reviews.py; issue 36: gateway/review/growth.py).
+
+    def campaign_task_rows(self, campaign_id: str) -> list[dict]:
+        with self._connection() as connection:
+            return reviews.task_rows(connection, campaign_id)
+
+    def campaign_queues(self, campaign_id: str) -> dict[str, list[tuple[str, str]]]:
+        with self._connection() as connection:
+            return reviews.queues(connection, campaign_id)
+
+    def grow_campaign(self, campaign_id: str, expected: dict, changes: dict, tasks: list[dict], by: str | None,
+                      action: str, details: dict) -> dict:
+        """Settings changed (those in `expected` still as read), new tasks and the audit row, in one
+        transaction."""
+        with self._connection(write=True) as connection:
+            return reviews.grow(connection, campaign_id, expected, changes, tasks, by, action, details,
+                                datetime.now(timezone.utc))
+
+    def set_campaign_state_audited(self, campaign_id: str, state: str, by: str | None) -> dict:
+        """set_campaign_state, the change audited."""
+        with self._connection(write=True) as connection:
+            return reviews.set_state_audited(connection, campaign_id, state, by, datetime.now(timezone.utc))
+
+    def campaign_audit(self, campaign_id: str) -> list[dict]:
+        with self._connection() as connection:
+            return reviews.audit(connection, campaign_id)
+
+    def campaign_export_rows(self, campaign_id: str) -> list[dict]:
+        with self._connection() as connection:
+            return reviews.export_rows(connection, campaign_id)
+
     def close(self) -> None:
         self._engine.dispose()
