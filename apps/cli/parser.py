@@ -527,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _define_review_growth(review_commands) -> None:
     """`review export`, `add-reviewers`, `extend` and `audit` (issue 36; docs/community-review.md)."""
-    from gateway.review.exports import EXPORT_FORMATS
+    from champollion.core.review_protocols import EXPORT_FORMATS
 
     export = review_commands.add_parser(
         "export", help="a campaign's ratings in WMT's ESA format (JSON lines; meta-eval --format wmt-esa reads it)",

@@ -42,7 +42,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.review.exports import TGT, WMT_ESA
+from champollion.core.review_protocols import WMT_ESA
+from gateway.review.exports import TGT
 from gateway.review.mqm import Annotation, UnknownSeverity, error_weight, segment_scores
 
 APPRAISE = "appraise"

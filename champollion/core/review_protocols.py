@@ -15,3 +15,8 @@ PROTOCOLS = (DA, ESA, MQM)
 PREFILL_NONE, PREFILL_LYSS = "none", "lyss"
 PREFILLS = (PREFILL_NONE, PREFILL_LYSS)
 DEFAULT_PREFILL_SHARE = 0.2  # of the sampled items, shown WITHOUT suggestions
+
+# The formats a campaign's ratings are exported in (gateway/review/exports.py):
+# WMT's ESA JSON lines.
+WMT_ESA = "wmt-esa"
+EXPORT_FORMATS = (WMT_ESA,)

@@ -29,14 +29,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from champollion.core.review_protocols import EXPORT_FORMATS
 from gateway.review import protocol
 from gateway.review.errors import CampaignRefused
 
-if TYPE_CHECKING:  # the CLI's parser reads EXPORT_FORMATS: no store library for that
+if TYPE_CHECKING:  # a type only: the caller passes its store
     from gateway.store import RunStore
 
-WMT_ESA = "wmt-esa"
-EXPORT_FORMATS = (WMT_ESA,)
 # Appraise's item types.
 TGT, CHK, BAD = "TGT", "CHK", "BAD"
 # What WMT24's ESA data writes for both ends of an omission span.
