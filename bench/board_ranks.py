@@ -49,7 +49,8 @@ from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED  # noqa: E
 from gateway.card.corpus import corpus_value  # noqa: E402
 from gateway.card.pairs import compare_all  # noqa: E402
 from gateway.server import readings  # noqa: E402
-from gateway.server.auth import MAINTAINER, Caller  # noqa: E402
+from champollion.core.roles import MAINTAINER  # noqa: E402
+from gateway.server.callers import Caller  # noqa: E402
 from gateway.store import RunStore  # noqa: E402
 
 DATASET = "bench-board-ranks"

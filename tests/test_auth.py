@@ -20,7 +20,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from champollion.eval.v1 import family_pb2, gateway_pb2, gateway_pb2_grpc
 from apps.launch.embedded import EmbeddedStack
-from gateway.server.auth import ROLES, RPC_ROLES, caller_role
+from champollion.core.roles import ROLES
+from gateway.server.auth import RPC_ROLES
+from gateway.server.callers import current_caller
 from gateway.server.config import ConfigError
 from gateway.server.tokens import TokenFile, new_token, token_hash, token_line
 from tests.conftest import EXAMPLE
@@ -218,7 +220,7 @@ def test_tokens_are_never_logged_token_names_are(capsys, channel):
 
 
 def test_outside_a_call_the_caller_has_the_least_role():
-    assert caller_role(None) == "submitter"
+    assert current_caller().role == "submitter"
 
 
 def test_token_new_prints_a_token_and_the_line_that_admits_it(cli, tmp_path):

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from apps.client import Client, InvalidArgument
-from gateway.review import protocol, reviewing
+from gateway.review import growth, protocol, reviewing
 from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
 from gateway.review.errors import CampaignRefused, NotAReviewer, NotNow
 from gateway.review.gate import changed_span, expected_answer, gate_failures
@@ -219,12 +219,12 @@ def test_the_rules_refuse_outsiders_closed_campaigns_and_unknown_protocols(store
     campaign_id = campaign["campaign_id"]
     with pytest.raises(NotAReviewer, match="not one of its reviewers"):
         reviewing.item_page(store, campaign_id, "someone-else", 0)
-    reviewing.set_state(store, campaign_id, "closed")
+    growth.change_state(store, campaign_id, "closed", "maintainer")
     tutorial = store.review_task(campaign_id, "r1", 0)
     with pytest.raises(NotNow, match="is closed"):
         reviewing.rate(store, campaign_id, "r1", 0, answer(tutorial, 90))
     with pytest.raises(CampaignRefused, match="state: open or closed"):
-        reviewing.set_state(store, campaign_id, "archived")
+        growth.change_state(store, campaign_id, "archived", "maintainer")
     with pytest.raises(CampaignRefused, match="prefill: suggested spans go with the esa or mqm protocol"):
         esa_campaign(store, runs["crk"], protocol=protocol.DA)
     with Client(stack.gateway_address) as client:

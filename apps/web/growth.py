@@ -30,7 +30,7 @@ def routes(front: Front) -> list[Route]:
     async def more_items(request: Request):
         def change(store, campaign_id, form, by):
             text = str(form.get("items", "")).strip()
-            if not text.isdigit():
+            if not (text.isascii() and text.isdigit()) or len(text) > 9:
                 raise PageError(400, f"items: a whole number, got {text[:20]!r}")
             return extend_items(store, campaign_id, int(text), by)
 

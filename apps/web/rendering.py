@@ -59,6 +59,7 @@ _STATUSES: dict[type[refusals.Refused], int] = {
     refusals.Unavailable: 503,
     refusals.Failed: 500,
 }
+assert set(_STATUSES) == set(refusals.KINDS), set(refusals.KINDS) ^ set(_STATUSES)
 
 
 def html_lang(tag: str | None) -> str:

@@ -28,7 +28,7 @@ def _int(value, field: str, default: int | None) -> int | None:
     text = "" if value is None else str(value).strip()
     if not text:
         return default
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
         raise PageError(400, f"{field}: a whole number, got {text[:20]!r}")
     return int(text)
 

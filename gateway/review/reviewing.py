@@ -13,9 +13,7 @@ from gateway.review.errors import CampaignRefused, NotAReviewer, NotNow
 from gateway.review.gate import gate_failures
 from gateway.review.ratings import check_flag, checked_ratings
 from gateway.store import RunStore
-from gateway.store.reviews import CLOSED, OPEN
-
-STATES = (OPEN, CLOSED)
+from gateway.store.reviews import OPEN
 
 
 def reviewer_of(campaign: dict, name: str | None) -> str:
@@ -35,13 +33,6 @@ def campaign_with_flags(store: RunStore, campaign_id: str) -> tuple[dict, list[d
     """A maintainer's view: the campaign with its results, and the flags on its corpus's references."""
     campaign = results_of(store, campaign_id)
     return campaign, store.reference_flags(campaign["corpus_id"], campaign["corpus_version"])
-
-
-def set_state(store: RunStore, campaign_id: str, state: str) -> dict:
-    """Closes a campaign (its ratings are final: no more are taken) or opens it again."""
-    if state not in STATES:
-        raise CampaignRefused(f"state: {OPEN} or {CLOSED}, got {state[:20]!r}")
-    return store.set_campaign_state(campaign_id, state)
 
 
 def next_item(store: RunStore, campaign_id: str, name: str | None) -> tuple[dict, dict | None]:

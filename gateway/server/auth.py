@@ -25,16 +25,12 @@ import grpc
 import structlog
 
 from champollion.eval.v1 import gateway_pb2
-from champollion.core.roles import MAINTAINER, ROLES, SUBMITTER
-from champollion.core.tiers import MAINTAINER_TIERS
-from gateway.server.callers import Caller, allows, current_caller, may_use_tier, open_caller, set_caller
+from champollion.core.roles import MAINTAINER, SUBMITTER
+from gateway.server.callers import Caller, allows, open_caller, set_caller
 from gateway.server.tokens import TokenFile
 
 log = structlog.get_logger()
 
-# Caller, current_caller, allows and may_use_tier are callers.py's (no gRPC there), named here for the handlers.
-__all__ = ["MAINTAINER_TIERS", "ROLES", "RPC_ROLES", "AccessControl", "Caller", "allows", "caller_name", "caller_role",
-           "current_caller", "may_use_tier"]
 
 GATEWAY_SERVICE = gateway_pb2.DESCRIPTOR.services_by_name["Gateway"].full_name
 # Services any caller may use without a token.
@@ -78,16 +74,6 @@ def role_for(method: str) -> str | None:
     if service == GATEWAY_SERVICE:
         return RPC_ROLES.get(rpc, MAINTAINER)
     return MAINTAINER
-
-
-def caller_role(context) -> str:
-    """The role of the current caller (see current_caller)."""
-    return current_caller().role
-
-
-def caller_name(context) -> str | None:
-    """The calling token's name (None on a gateway without --auth)."""
-    return current_caller().name
 
 
 def _denied(action: str, needed: str, caller: Caller) -> str:
@@ -158,7 +144,7 @@ def _refusing(code: grpc.StatusCode, message: str) -> grpc.RpcMethodHandler:
 
 
 def _as_caller(handler: grpc.RpcMethodHandler, caller: Caller) -> grpc.RpcMethodHandler:
-    """`handler` run with `caller` set for caller_role / require. The
+    """`handler` run with `caller` set for callers.current_caller. The
     variable is set inside the call's own task, which is where the handler
     (and every task or thread it starts, which copy the context) runs."""
     field = _behavior_field(handler)

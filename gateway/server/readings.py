@@ -13,6 +13,7 @@ from gateway.card.compare import ComparableRun
 from gateway.card.floor import FLOOR_SLUG_PREFIX
 from gateway.card.ladder import LADDER_METRIC, Rung, climb, next_rung
 from gateway.review.campaigns import ReviewCache, with_review
+from gateway.review.reviewing import campaigns_of
 # check_maintainer and is_maintainer are also the web front's (apps/web asks
 # the rules through this module, as the servicer does).
 from gateway.server.access import (
@@ -210,9 +211,9 @@ def held_runs_for(store: RunStore, caller: Caller, dataset_id: str | None = None
 def campaigns_for(store: RunStore, caller: Caller) -> list[dict]:
     """The review campaigns `caller` may list: every one for a maintainer,
     else those it reviews in (none for a nameless caller)."""
-    if is_maintainer(caller):
-        return store.list_campaigns()
-    return store.list_campaigns(reviewer=caller.name) if caller.name else []
+    maintainer = is_maintainer(caller)
+    mine, every = campaigns_of(store, caller.name, maintainer)  # the review rules' listing
+    return every if maintainer else mine
 
 
 def corpus_page_for(store: RunStore, caller: Caller, corpus_id: str) -> dict:

@@ -1,11 +1,13 @@
 """Why a rule refuses a request, as plain exceptions: the rules below the
 front doors (access.py, readings.py, registered.py, comparisons.py,
-runs.py, admission.py) raise these and import no transport. Each front door
-turns them into its own answer in one table: the gRPC servicer's status
-codes (gateway/server/statuses.py), the web front's HTTP statuses
-(apps/web/rendering.py), by `kind_of`, which also sorts the errors of the
-layers below (the store's, a field's check) into the same kinds. The
-message names the field or the rule, as the caller reads it."""
+runs.py, admission.py, submissions.py) raise these, never a gRPC status
+(those of pyproject.toml's "never import gRPC" contract import no gRPC at
+all). Each front door turns them into its own answer in one table: the
+gRPC servicer's status codes (gateway/server/statuses.py), the web front's
+HTTP statuses (apps/web/rendering.py), by `kind_of`, which also sorts the
+errors of the layers below (the store's, a field's check, a comparison's,
+the review rules') into the same kinds. The message names the field or the
+rule, as the caller reads it."""
 from __future__ import annotations
 
 from champollion.core.limits import InvalidField

@@ -1,7 +1,9 @@
 """gRPC glue for the gateway: Evaluate, EvaluateStream, EvaluateUpload,
 Compare, ComparePairs, Describe, the stored runs' ListRuns, GetRun, Leaderboard, the
 registered corpora's RegisterCorpus, ListCorpora, SetCorpusTier, GetSources,
-CheckCorpus, and the review of held runs (ListHeldRuns, ReviewRun). Glue only:
+CheckCorpus, the review of held runs (ListHeldRuns, ReviewRun), and review
+campaigns (CreateCampaign, ListCampaigns, CampaignResults with its export,
+AddCampaignReviewers, ExtendCampaign, CampaignAudit). Glue only:
 a run is scored by gateway/server/runs.py, comparisons are
 gateway/server/comparisons.py's, stored runs are read through
 gateway/server/readings.py (who may see or do what: access.py), and every

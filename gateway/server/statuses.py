@@ -10,7 +10,7 @@ from contextlib import aclosing
 
 import grpc
 
-from champollion.core.field_errors import invalid_argument
+from champollion.core.field_errors import abort_invalid
 from champollion.core.limits import InvalidField
 from gateway.server import refusals
 from gateway.server.stored_runs import one_line
@@ -43,8 +43,7 @@ async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     google.rpc.BadRequest details (its path and entry id), which the
     client maps to a file and line without reading the text."""
     if isinstance(error, InvalidField):
-        status = invalid_argument(str(error), [error])
-        await context.abort(status.code, status.details, status.trailing_metadata)
+        await abort_invalid(context, error)
     await context.abort(*status_of(error))
 
 
