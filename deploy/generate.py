@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script: the repository's own packages first
     sys.path.insert(0, str(REPO))
 
-from champollion.core.families import GATEWAY_PORT, TABLE, Family  # noqa: E402
+from champollion.core.families import TABLE, Family  # noqa: E402
 
 DOCKERFILE = Path("deploy/docker/Dockerfile")
 K8S = Path("deploy/k8s")

@@ -29,7 +29,7 @@ def review_corpus(corpus_id: str, target: str) -> dict:
     rows = CREE if target == "crk" else SPANISH
     return {"id": corpus_id, "source_lang": "eng", "target_lang": target,
             "entries": [{"id": f"{target}-{i + 1}", "source": source, "reference": reference,
-                         "provenance": {"doc_id": document}}
+                         "provenance": {"source_doc": document}}
                         for i, (source, reference, _, document) in enumerate(rows)]}
 
 

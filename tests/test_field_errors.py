@@ -101,3 +101,21 @@ def test_an_id_refused_for_its_length_travels_cut(stack):
                         [{"id": "i" * 2**19, "prediction": "Hola"}], source_lang="eng", target_lang="spa")
     [violation] = refused.value.violations
     assert violation.field == "corpus.entries[0].id" and violation.entry_id == "i" * 80 + "..."
+
+
+def test_overlong_texts_travel_cut_so_the_refusal_stays_a_refusal():
+    """Trailers past 8 KiB end a call with RESOURCE_EXHAUSTED: the message,
+    the path and the description are cut, each id keyed by its violation's
+    place (ErrorInfo's keys are short names, not field paths)."""
+    status = invalid_argument("m" * 20_000, [InvalidField("f" * 20_000, "d" * 20_000, "an id"),
+                                             InvalidField("g", "bad", "other")])
+    sent = sum(len(key) + len(value) for key, value in status.trailing_metadata)
+    assert status.code == grpc.StatusCode.INVALID_ARGUMENT and sent < 8_192
+    assert len(status.details) <= 1_000
+
+
+def test_overlong_metric_names_are_refused_as_invalid(stack):
+    with Client(stack.gateway_address) as client, pytest.raises(InvalidArgument) as refused:
+        client.evaluate([{"id": "a", "source": "Hi", "reference": "Hola"}], [{"id": "a", "prediction": "Hola"}],
+                        source_lang="eng", target_lang="spa", metrics=["m" * 5_000])
+    assert "unknown metric" in str(refused.value)

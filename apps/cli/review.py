@@ -88,8 +88,6 @@ def cmd_review_campaigns(args) -> int:
 
 
 def cmd_review_results(args) -> int:
-    from apps.cli.common import EXIT_INVALID_INPUT, CliError
-
     if args.out and not args.tsv:
         raise CliError("-o/--out: with --tsv (the judgments file)", EXIT_INVALID_INPUT)
     if args.tsv and args.json:

@@ -56,7 +56,7 @@ READY = b"ready\n"
 START_SECONDS = 60.0
 SERVER_MODULE = "apps.launch.background_server"
 # The code a stack runs: a changed file in these packages is another stack.
-PACKAGES = ("champollion", "gateway", "services", "eval_standards")
+PACKAGES = ("apps", "champollion", "gateway", "services", "eval_standards")
 # Beside the packages: the language cards and the built analyzers (the defaults of
 # champollion/core/cards.py and analyzers.py; their variables are in the environment's part).
 DATA_FOLDERS = ("language_cards", "build/fst")

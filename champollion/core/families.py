@@ -1,9 +1,12 @@
 """The families in one table: name, the import path of its scorer factory,
-default port, the pip extras of its image, what its pods ask of a cluster
-and whether it needs a GPU. Everything that lists the families reads it:
-the registry (services/registry.py), `champollion serve` and `up`, and the
-deployment files, which deploy/generate.py writes from it (the Dockerfile's
-family selection, the gateway configs, the Kubernetes family manifests).
+port in a cluster, the pip extras of its image, what its pods ask of a
+cluster and whether it needs a GPU. Everything that lists the families
+reads it: the registry (services/registry.py), the CLI's family names, and
+the deployment files, which deploy/generate.py writes from it (the
+Dockerfile's family selection, the gateway configs, the Kubernetes family
+manifests). The ports are the deployment's: `champollion serve` numbers
+its own from `--port`, `up` takes free ones. The gateway's port is
+written by hand in deploy/k8s/base/gateway.yaml and the Dockerfile.
 
 Data only, in the core because both sides read it (the gateway may not
 import `services`); which metrics a family computes is the metric table's
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The gateway's own port; a family's default port is its row's.
+# The gateway's port, the CLI's default `--gateway` port; a family's port in a cluster is its row's.
 GATEWAY_PORT = 50051
 
 
@@ -58,10 +61,10 @@ TABLE: tuple[Family, ...] = (
            extras=("fst",), resources=Resources("500m", "768Mi", "2", "2Gi"), analyzers=True),
     Family("semantic", 50063, "COMET and sentence embeddings, on CUDA",
            extras=("comet",), resources=Resources("2", "8Gi", "4", "16Gi", min_replicas=1, max_replicas=4),
-           gpu=True, native=("champollion.core.native._matmul",)),
+           gpu=True, native=("champollion.core.native._matmul", "champollion.core.native._rows")),
     Family("behavioral", 50064, "code-switching, hallucination, terminology, consistency, numbers",
            extras=("behavioral", "fst"), resources=Resources("500m", "768Mi", "2", "2Gi"), analyzers=True,
-           native=("champollion.core.native._matmul",)),
+           native=("champollion.core.native._matmul", "champollion.core.native._rows")),
     Family("compliance", 50065, "placeholders, quotes, casing, repair effectiveness",
            resources=Resources("250m", "256Mi", "1", "512Mi", max_replicas=6)),
 )

@@ -15,6 +15,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
+from champollion.core.families import FAMILY_NAMES
+from champollion.core.limits import shown
 from gateway.card.reducers import Reducer, majority_share, micro_average, sacrebleu_score
 
 
@@ -148,7 +150,9 @@ SCORE_KEYS: Mapping[str, ScoreKey] = MappingProxyType({row.key: row for row in T
 # Metrics with per-entry statistics, by id.
 METRICS: Mapping[str, ScoreKey] = MappingProxyType({row.key: row for row in TABLE if row.kind is Kind.STATISTIC})
 
-FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(row.family for row in TABLE))
+# The family table's names (champollion/core/families.py); every metric's family is one of them.
+FAMILIES: tuple[str, ...] = FAMILY_NAMES
+assert {row.family for row in TABLE} <= set(FAMILIES), {row.family for row in TABLE} - set(FAMILIES)
 FAMILY_SCORE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {family: tuple(row.key for row in TABLE if row.family == family) for family in FAMILIES}
 )
@@ -212,11 +216,11 @@ def select(metrics: Iterable[str] = (), families: Iterable[str] = ()) -> frozens
             close = difflib.get_close_matches(name.lower(), METRIC_NAMES, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
             valid = "; ".join(_listed(row) for row in METRICS.values())
-            raise UnknownSelection("metrics", f"unknown metric {name!r}{hint}; metrics: {valid}")
+            raise UnknownSelection("metrics", f"unknown metric {shown(name)}{hint}; metrics: {valid}")
         chosen.add(key)
     for name in families:
         if name.lower() not in FAMILIES:
-            raise UnknownSelection("families", f"unknown family {name!r}; families: {', '.join(FAMILIES)}")
+            raise UnknownSelection("families", f"unknown family {shown(name)}; families: {', '.join(FAMILIES)}")
         chosen.update(key for key, row in METRICS.items() if row.family == name.lower())
     chosen.update(row.key for row in TABLE if row.count_of in chosen or row.label_of in chosen)
     return frozenset(chosen)

@@ -109,7 +109,7 @@ def create_campaign(store: RunStore, request: CampaignRequest) -> dict:
     by_id = {entry["id"]: entry for entry in entries}
     suggested = suggested_spans(store, request.prefill, request.prefill_share, derived_seed(request.seed, "prefill"),
                                 systems, outputs, by_id, sampled)
-    gate = _gate_tasks(request, systems, outputs, by_id, sampled)
+    gate = _gate_tasks(request, systems, outputs, by_id, sampled, [item.entry_id for item in items])
     tasks = []
     for reviewer in reviewers:
         tasks.extend({**task, "reviewer": reviewer} for task in gate)
@@ -172,17 +172,22 @@ def suggested_spans(store: RunStore, prefill: str, prefill_share: float, seed: i
 
 
 def _gate_tasks(request: CampaignRequest, systems: list[str], outputs: dict[str, dict], entries: dict[str, dict],
-                sampled: list[str]) -> list[dict]:
+                sampled: list[str], eligible: list[str]) -> list[dict]:
     """The gate every reviewer of an ESA or MQM campaign passes first
-    (gateway/review/gate.py): a tutorial item (the first sampled entry's
-    reference, shown as the first run's output) and an attention item (the
-    next entry's output of that run with a span replaced); none for DA."""
+    (gateway/review/gate.py): a tutorial item (an entry's reference, shown
+    as the first run's output) and an attention item (the next entry's
+    output of that run with a span replaced); none for DA. Both entries are
+    taken outside the sample while there are any (`eligible`: every entry
+    the runs can be shown on), so that no rated item was seen with its
+    reference or degraded first."""
     if request.protocol not in protocol.SPAN_PROTOCOLS:
         return []
     system = systems[0]
-    tutorial_entry, attention_entry = sampled[0], sampled[1 % len(sampled)]
+    taken = set(sampled)
+    pool = [entry_id for entry_id in eligible if entry_id not in taken] + sampled
+    tutorial_entry, attention_entry = pool[0], pool[1 % len(pool)]
     original = outputs[system][attention_entry]
-    degraded = degrade(original, _donor(outputs[system], attention_entry, sampled),
+    degraded = degrade(original, _donor(outputs[system], attention_entry, pool),
                        derived_seed(request.seed, "attention"))
     common = {"systems": [system], "degraded": system, "suggestions": None}
     return [

@@ -38,13 +38,8 @@ import numpy as np
 from champollion.core.sampling import DEFAULT_RESAMPLES, DEFAULT_SEED
 from gateway.card.bootstrap import ALPHA, MIN_ENTRIES, percentile_interval, resample_counts
 from gateway.review.prefill import DETECTOR_NAMES, DETECTORS, suggestions_for
-from gateway.review.protocol import RATE
+from gateway.review.protocol import ACCEPTED, DECISIONS, EDITED, PREFILL_LYSS, RATE
 
-# A campaign's settings: suggestions shown from the families' findings (`--prefill lyss`).
-PREFILL_LYSS = "lyss"
-
-ACCEPTED, EDITED, REJECTED = "accepted", "edited", "rejected"
-DECISIONS = (ACCEPTED, EDITED, REJECTED)
 CONFIRMED = (ACCEPTED, EDITED)
 # The detector whose complement is the analyzer's false-rejection rate (§1.6).
 ANALYZER = "fst_rejected"

@@ -11,7 +11,7 @@ and ours:
 
 - `langs` "source-target" (the corpus's languages), `line_id` the entry's
   0-based place in the registered corpus version, `segment_id` its id,
-  `doc_id` its provenance (null when none);
+  `doc_id` its document (provenance `source_doc`; null when none);
 - `system` the run id, `model` its model slug, `annotator` the reviewer;
 - `item_type` Appraise's: TGT (a rated item), CHK (an item shown again: a
   repeat, or an intact output beside a degraded one), BAD (a degraded
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from champollion.core.review_protocols import EXPORT_FORMATS
 from gateway.review import protocol
 from gateway.review.errors import CampaignRefused
+from gateway.store.reviews import document_id
 
 if TYPE_CHECKING:  # a type only: the caller passes its store
     from gateway.store import RunStore
@@ -89,7 +90,7 @@ def export_campaign(store: "RunStore", campaign: dict, file_format: str) -> str:
         position, entry = entries[row["entry_id"]]
         shown = row["degraded_text"] if row["degraded"] else outputs[row["system"]].get(row["entry_id"])
         lines.append(json.dumps({
-            "langs": langs, "line_id": position, "segment_id": row["entry_id"], "doc_id": entry.get("provenance"),
+            "langs": langs, "line_id": position, "segment_id": row["entry_id"], "doc_id": document_id(entry),
             "system": row["system"], "model": campaign["models"].get(row["system"]), "annotator": row["reviewer"],
             "item_type": item_type(row["kind"], row["degraded"]), "src": entry.get("source", ""), "tgt": shown or "",
             "esa_score": row["score"], "esa_spans": esa_spans(row["spans"]),

@@ -159,7 +159,7 @@ def change_state(store: RunStore, campaign_id: str, state: str, by: str | None) 
     """Closes a campaign (no more ratings are taken; its results stay) or opens it again, audited."""
     if state not in (OPEN, CLOSED):
         raise CampaignRefused(f"state: {OPEN} or {CLOSED}, got {state[:20]!r}")
-    return store.set_campaign_state_audited(campaign_id, state, by)
+    return store.set_campaign_state_audited(campaign_id, state, by, STATE_CHANGED)
 
 
 def audit_of(store: RunStore, campaign_id: str) -> list[dict]:

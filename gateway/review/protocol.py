@@ -5,10 +5,16 @@ numbers; docs/community-review.md explains them.
 
 A campaign shows a reviewer one source at a time with every system's output
 beside it (blind, shuffled). For each output the reviewer gives:
-- a direct-assessment score from 0 to 100, the reference hidden (WMT's
-  source-based DA);
-- error spans with a severity (ESA: minor or major), optional;
+- a score from 0 to 100, the reference hidden (WMT's source-based DA);
+- error spans with a severity (minor or major): optional in a `da`
+  campaign; in `esa` (as Appraise runs it) marked before the score, with
+  `[MISSING]` for an omission and a warning for a score below 66 without
+  any; in `mqm` each with a category of the TED MQM typology;
 - the spec's verdict: "usable as a draft with human review?" yes or no.
+An esa or mqm campaign opens each queue with the gate (tutorial and
+attention items, gateway/review/gate.py); suggested spans from the metric
+families (`--prefill lyss`) are decided on one by one (ACCEPTED, EDITED,
+REJECTED).
 """
 from __future__ import annotations
 

@@ -148,16 +148,18 @@ def task(connection: Connection, campaign_id: str, reviewer: str, position: int)
 CONTEXT_ENTRIES = 2
 
 
-def _document_id(entry: dict) -> str | None:
-    document = (entry.get("provenance") or {}).get("doc_id")
+def document_id(entry: dict) -> str | None:
+    """The document a corpus entry comes from: its provenance's `source_doc`
+    (SPEC §9's field; a string provenance is read into it); None without."""
+    document = (entry.get("provenance") or {}).get("source_doc")
     return None if document in (None, "") else str(document)
 
 
 def _document_context(connection: Connection, campaign: dict, entry_id: str, entry: dict) -> dict | None:
     """The sources of the entries next to this one in corpus order that
-    carry the same document id (`provenance.doc_id`): {doc_id, before,
+    carry the same document id (`provenance.source_doc`): {doc_id, before,
     after}; None when the entry carries no document id."""
-    document = _document_id(entry)
+    document = document_id(entry)
     if document is None:
         return None
     key = (corpus_entries.c.corpus_id == campaign["corpus_id"], corpus_entries.c.version == campaign["corpus_version"])
@@ -166,7 +168,7 @@ def _document_context(connection: Connection, campaign: dict, entry_id: str, ent
         *key, corpus_entries.c.position.between(position - CONTEXT_ENTRIES, position + CONTEXT_ENTRIES))
         .order_by(corpus_entries.c.position)).all()
     same = [(row.position, row.entry.get("source", "")) for row in rows
-            if row.position != position and _document_id(row.entry) == document]
+            if row.position != position and document_id(row.entry) == document]
     return {"doc_id": document, "before": [text for at, text in same if at < position],
             "after": [text for at, text in same if at > position]}
 
@@ -330,11 +332,13 @@ def grow(connection: Connection, campaign_id: str, expected: dict, changes: dict
     queues: positions after the reviewer's last) and the audit row saying who changed what; ratings are never
     touched. CampaignChanged when a setting is no longer as `expected` (another change came first), the
     campaign's row locked meanwhile (PostgreSQL; SQLite has one writer at a time)."""
-    current = connection.scalar(select(review_campaigns.c.settings)
-                                .where(review_campaigns.c.campaign_id == campaign_id).with_for_update())
-    if current is None:
+    row = connection.execute(select(review_campaigns.c.settings, review_campaigns.c.state)
+                             .where(review_campaigns.c.campaign_id == campaign_id).with_for_update()).first()
+    if row is None:
         raise UnknownCampaign(campaign_id)
-    if any(current.get(key) != value for key, value in expected.items()):
+    current = row.settings
+    # Closed, or anything grown, since the change was prepared: refused, not applied.
+    if row.state != OPEN or any(current.get(key) != value for key, value in expected.items()):
         raise CampaignChanged(f"campaign {campaign_id} changed while this change was prepared: try again")
     settings = {**current, **changes}
     connection.execute(update(review_campaigns).where(review_campaigns.c.campaign_id == campaign_id)
@@ -378,12 +382,12 @@ def export_rows(connection: Connection, campaign_id: str) -> list[dict]:
              "degraded_text": row.degraded_text if row.degraded == row.system else None} for row in rows]
 
 
-def set_state_audited(connection: Connection, campaign_id: str, state: str, by: str | None, now: datetime) -> dict:
-    """set_state, and an audit row when the state changes (from, to), in the caller's transaction."""
+def set_state_audited(connection: Connection, campaign_id: str, state: str, by: str | None, action: str,
+                      now: datetime) -> dict:
+    """set_state, and an audit row named `action` when the state changes (from, to), in the caller's transaction."""
     before = campaign_info(connection, campaign_id)["state"]
     changed = set_state(connection, campaign_id, state)
     if before != state:
         connection.execute(insert(review_audit), [{"campaign_id": campaign_id, "at": now, "by": by,
-                                                   "action": "state_changed",  # growth.STATE_CHANGED
-                                                   "details": {"from": before, "to": state}}])
+                                                   "action": action, "details": {"from": before, "to": state}}])
     return changed

@@ -416,10 +416,10 @@ class RunStore:
             return reviews.grow(connection, campaign_id, expected, changes, tasks, by, action, details,
                                 datetime.now(timezone.utc))
 
-    def set_campaign_state_audited(self, campaign_id: str, state: str, by: str | None) -> dict:
+    def set_campaign_state_audited(self, campaign_id: str, state: str, by: str | None, action: str) -> dict:
         """set_campaign_state, the change audited."""
         with self._connection(write=True) as connection:
-            return reviews.set_state_audited(connection, campaign_id, state, by, datetime.now(timezone.utc))
+            return reviews.set_state_audited(connection, campaign_id, state, by, action, datetime.now(timezone.utc))
 
     def campaign_audit(self, campaign_id: str) -> list[dict]:
         with self._connection() as connection:
