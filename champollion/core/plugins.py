@@ -54,7 +54,7 @@ def statistics(verdict: PluginVerdict) -> list[float]:
 
 @dataclass
 class DiscoveredPlugins:
-    plugins: list = field(default_factory=list)
+    plugins: list[MetricPlugin] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
 
