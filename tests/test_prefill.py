@@ -1,12 +1,41 @@
 """Suggested spans from the families' stored findings (gateway/review/prefill.py)."""
 from __future__ import annotations
 
+import unicodedata
+
+from champollion.core.words import words_of
 from gateway.review.prefill import suggestions_for, word_spans
 
 
 def test_a_word_is_found_only_as_a_whole_word():
     assert word_spans("nipiy nipiya nipiy.", "nipiy") == [(0, 5), (13, 18)]
     assert word_spans("anything", "") == []
+    # "the " is 4 characters, "supercomputers" 14 and a space: only the last "compute" (19-26) is whole.
+    assert word_spans("the supercomputers compute", "compute") == [(19, 26)]
+    # A mark on the last letter (y + U+0330 TILDE BELOW, no precomposed form) lengthens the word too.
+    assert word_spans("nipiy\u0330 nipiy", "nipiy") == [(7, 12)]
+
+
+def test_a_decomposed_word_is_found_and_its_span_covers_the_raw_characters():
+    decomposed = unicodedata.normalize("NFD", "kîwê")  # k i U+0302 w e U+0302: 6 characters for 4
+    assert len(decomposed) == 6
+    output = f"ekwa {decomposed}. {decomposed}w"
+    assert words_of(output)[1] == "kîwê"  # what the families list
+    assert word_spans(output, "kîwê") == [(5, 11)]  # "ekwa " is 5; kîwêw (13-20) is a longer word
+    assert output[5:11] == decomposed
+
+
+def test_a_word_with_a_unicode_hyphen_is_found_as_listed():
+    output = "a see\u2010through wall"  # U+2010 HYPHEN
+    assert words_of(output, keep_hyphenated=True)[1] == "see-through"
+    assert word_spans(output, "see-through") == [(2, 13)]
+    assert output[2:13] == "see\u2010through"
+
+
+def test_a_letter_of_another_script_does_not_lengthen_a_word():
+    # 我 and 的 are 0 and 1: computer stands at 2-10 between Han letters, which are word characters (\w).
+    assert word_spans("我的computer坏了", "computer") == [(2, 10)]
+    assert word_spans("我的computers坏了", "computer") == []  # a Latin s still does
 
 
 def test_each_rejected_word_becomes_a_span_named_by_its_detector():

@@ -10,7 +10,7 @@ from champollion.core.cards import DEFAULT_CARDS_DIR as CARDS_DIR
 from champollion.core.cards import CardRegistry, default_registry
 from champollion.eval.v1 import gateway_pb2_grpc, structural_pb2, structural_pb2_grpc
 from apps.launch.embedded import EmbeddedStack
-from champollion.core.words import words_of
+from champollion.core.words import normal_form_with_offsets, words_of
 from services.contract import BatchContext, EntryInput
 from services.servicer import FamilyServicer
 from services.structural.metrics import StructuralScorer
@@ -33,6 +33,13 @@ def test_words_strip_punctuation_and_skip_numbers_urls_placeholders():
     assert words_of(text) == ["Dónde", "está", "Ver", "en", "hola", "y", "ê", "nipâyân"]
     assert words_of(text, keep_hyphenated=True)[-1] == "ê-nipâyân"
     assert words_of("l'eau -- don't") == ["l'eau", "don't"]
+
+
+def test_the_normal_form_keeps_where_each_character_came_from():
+    # e + U+0302 is ê (2 raw characters); the three Hangul jamo of 한 compose (letter with letter); U+2011 is "-".
+    text = "e\u0302 \u1112\u1161\u11ab a\u2011b"
+    assert normal_form_with_offsets(text) == (
+        "ê 한 a-b", [(0, 2), (2, 3), (3, 6), (6, 7), (7, 8), (8, 9), (9, 10)])
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,8 @@ def script_name(code: str) -> str:
 
 
 @cache
-def _letter_script(char: str) -> str | None:
+def letter_script(char: str) -> str | None:
+    """The ISO 15924 code of a letter's script; None for anything else."""
     if not unicodedata.category(char).startswith("L"):
         return None
     from fontTools import unicodedata as unicode_scripts
@@ -46,7 +47,7 @@ def _letter_script(char: str) -> str | None:
 
 def letter_scripts(word: str) -> tuple[str, ...]:
     """The ISO 15924 codes of the word's letters, in order of first appearance."""
-    found = dict.fromkeys(code for char in word if (code := _letter_script(char)) is not None)
+    found = dict.fromkeys(code for char in word if (code := letter_script(char)) is not None)
     return tuple(found)
 
 

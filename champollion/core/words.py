@@ -35,14 +35,53 @@ def _pattern(keep_hyphenated: bool, extra_chars: str) -> re.Pattern:
     return re.compile(rf"{chars}(?:[{joiners}]+{chars})*")
 
 
+def _nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+def unify_hyphens(text: str) -> str:
+    """U+2010 HYPHEN and U+2011 NON-BREAKING HYPHEN as "-", as kept hyphenated words are listed."""
+    return _UNICODE_HYPHENS.sub("-", text)
+
+
+def normal_form(text: str) -> str:
+    """The form of the words words_of lists: NFC, Unicode hyphens as "-"."""
+    return unify_hyphens(_nfc(text))
+
+
+def normal_form_with_offsets(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """`text` in normal_form and, per character of it, the stretch [start,
+    end) of `text` it comes from, so that a word found in the normal form can
+    be shown in the raw text (a decomposed ê, e + U+0302, is one character
+    from two)."""
+    # NFC joins a character only to what precedes it: to the same piece goes
+    # a mark, or a letter that composes with the piece (Hangul jamo).
+    pieces: list[tuple[int, int]] = []
+    for index, char in enumerate(text):
+        if pieces and (unicodedata.combining(char) or _composes(text[pieces[-1][0]:index], char)):
+            pieces[-1] = (pieces[-1][0], index + 1)
+        else:
+            pieces.append((index, index + 1))
+    normal, offsets = [], []
+    for start, end in pieces:
+        piece = normal_form(text[start:end])
+        normal.append(piece)
+        offsets += [(start, end)] * len(piece)
+    return "".join(normal), offsets
+
+
+def _composes(piece: str, char: str) -> bool:
+    return _nfc(piece + char) != _nfc(piece) + _nfc(char)
+
+
 def words_of(text: str, keep_hyphenated: bool = False, extra_chars: str = "") -> list[str]:
     """NFC words with at least one letter, in order. `extra_chars` are kept
     inside words although they are no word characters: the look-alikes an
     orthographic rule must see (◁ typed for syllabic ᐊ)."""
-    text = _SKIPPED.sub(" ", unicodedata.normalize("NFC", text))
+    text = _SKIPPED.sub(" ", _nfc(text))
     pattern = _pattern(keep_hyphenated, extra_chars)
     # Most tokens start with a letter; the regex only runs for the others.
     words = [token for token in pattern.findall(text) if token[0].isalpha() or _LETTER.search(token)]
     if keep_hyphenated:
-        words = [_UNICODE_HYPHENS.sub("-", word) for word in words]
+        words = [unify_hyphens(word) for word in words]
     return words

@@ -15,8 +15,12 @@ re-runs their rules."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
+
+from champollion.core.scripts import letter_script
+from champollion.core.words import normal_form, normal_form_with_offsets
 
 # What a locator yields: (start, end, note, missing).
 Found = tuple[int, int, str, bool]
@@ -36,11 +40,48 @@ class Suggestion:
 
 
 def word_spans(output: str, word: str) -> list[tuple[int, int]]:
-    """Where `word` stands in `output` as a whole word (not inside a longer one)."""
+    """Where `word` stands in `output` as a whole word, looked for as the
+    families found it, in the output's normal form (words_of's), and shown as
+    the raw characters it covers (a decomposed ê is two). Whole: no letter,
+    digit or mark touches it, but a letter of another script than the word's
+    edge may (我的computer坏了: some scripts write no spaces)."""
+    word = normal_form(word)
     if not word:
         return []
-    pattern = re.compile(rf"(?<!\w){re.escape(word)}(?!\w)")
-    return [match.span() for match in pattern.finditer(output)]
+    text, raw = normal_form_with_offsets(output)
+    first, last = _script_at(word, 0), _script_at(word, len(word) - 1)
+    spans = []
+    start = text.find(word)
+    while start >= 0:
+        end = start + len(word)
+        if _lengthens(text, start - 1, first) or _lengthens(text, end, last):
+            start = text.find(word, start + 1)
+            continue
+        spans.append((raw[start][0], raw[end - 1][1]))
+        start = text.find(word, end)
+    return spans
+
+
+_WORD_CHAR = re.compile(r"\w")
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char).startswith("M")
+
+
+def _script_at(text: str, at: int) -> str | None:
+    """The script of the letter at `at`, or of the letter a mark there sits on."""
+    while at > 0 and _is_mark(text[at]):
+        at -= 1
+    return letter_script(text[at])
+
+
+def _lengthens(text: str, at: int, script: str | None) -> bool:
+    """Whether text[at], beside a word whose edge is of `script`, would be part of it."""
+    if not 0 <= at < len(text) or not (_WORD_CHAR.match(text[at]) or _is_mark(text[at])):
+        return False
+    other = _script_at(text, at)
+    return script is None or other is None or other == script
 
 
 # --- locators: (output, the entry's stored value) -> what was found, where -------------------------------------------
