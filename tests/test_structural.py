@@ -35,6 +35,13 @@ def test_words_strip_punctuation_and_skip_numbers_urls_placeholders():
     assert words_of("l'eau -- don't") == ["l'eau", "don't"]
 
 
+def test_a_word_keeps_its_vowel_signs_and_virama():
+    """Devanagari's vowel signs (Mc) and virama (Mn) are no \\w: a word is
+    one word with them, not split at each; a mark outside U+0300-036F too."""
+    assert words_of("नमस्ते दुनिया, ok") == ["नमस्ते", "दुनिया", "ok"]
+    assert words_of("ভাষা ไทยภาษา") == ["ভাষা", "ไทยภาษา"]
+
+
 def test_the_normal_form_keeps_where_each_character_came_from():
     # e + U+0302 is ê (2 raw characters); the three Hangul jamo of 한 compose (letter with letter); U+2011 is "-".
     text = "e\u0302 \u1112\u1161\u11ab a\u2011b"

@@ -21,16 +21,35 @@ _SKIPPED = re.compile(
 # (Cree t'ês-, English don't) and, for cards that keep hyphenated forms
 # (SRO ê-nipâyân), by hyphens, or by NARROW NO-BREAK SPACE, which Cree
 # syllabics write for SRO's hyphen (ᐁ ᓂᐹᔮᐣ). Joiners never start or end a word.
-_WORD_CHARS = r"\w\u0300-\u036f"
 _JOINERS = "'\u2019"
 _HYPHENS = "\\-\u2010\u2011\u202f"
 _UNICODE_HYPHENS = re.compile(r"[\u2010\u2011]")
 _LETTER = re.compile(r"[^\W\d_]")
 
 
+# Where Unicode puts combining marks (categories Mn, Mc, Me): scanned once.
+_MARK_PLANES = ((0x0300, 0x20000), (0xE0100, 0xE01F0))
+
+
+@cache
+def _word_chars() -> str:
+    """A character class's inside: `\\w` and every combining mark. `\\w` has
+    no vowel sign or virama (Devanagari नमस्ते is one word, not नमस + त)."""
+    ranges: list[list[int]] = []
+    for low, high in _MARK_PLANES:
+        for code in range(low, high):
+            if unicodedata.category(chr(code)).startswith("M"):
+                if ranges and ranges[-1][1] == code - 1:
+                    ranges[-1][1] = code
+                else:
+                    ranges.append([code, code])
+    marks = "".join(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in ranges)
+    return rf"\w{marks}"
+
+
 @cache
 def _pattern(keep_hyphenated: bool, extra_chars: str) -> re.Pattern:
-    chars = f"[{_WORD_CHARS}{re.escape(extra_chars)}]+"
+    chars = f"[{_word_chars()}{re.escape(extra_chars)}]+"
     joiners = _JOINERS + (_HYPHENS if keep_hyphenated else "")
     return re.compile(rf"{chars}(?:[{joiners}]+{chars})*")
 
