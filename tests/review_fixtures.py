@@ -22,21 +22,28 @@ SPANISH = [
     ("The cat reads a book.", "El gato lee un libro.", "El gatto lee un libbro.", "home"),
     ("The house is big.", "La casa es grande.", "La cassa es grande.", "home"),
 ]
+# The Spanish rough outputs behind an emoji (two UTF-16 units, one character), one with "\r\n" inside:
+# the page's offsets must stay the server's characters.
+SPANISH_EMOJI = [
+    (source, reference, f"{emoji} {rough}".replace(" en la", "\r\nen la"), document)
+    for (source, reference, rough, document), emoji in zip(SPANISH, ("\U0001F642", "\U0001F63A", "\U0001F3E0"))
+]
 REJECTED = {"ᐊᑎᒪᐠ", "ᑖᓂᓯᐠ", "ᒥᐢᑕᑎᒪᐠ", "perrro", "cassa", "gatto", "libbro"}
 
 
-def review_corpus(corpus_id: str, target: str) -> dict:
-    rows = CREE if target == "crk" else SPANISH
+def review_corpus(corpus_id: str, target: str, rows: list[tuple] | None = None) -> dict:
+    rows = rows or (CREE if target == "crk" else SPANISH)
     return {"id": corpus_id, "source_lang": "eng", "target_lang": target,
             "entries": [{"id": f"{target}-{i + 1}", "source": source, "reference": reference,
                          "provenance": {"source_doc": document}}
                         for i, (source, reference, _, document) in enumerate(rows)]}
 
 
-def store_two_runs(gateway_address: str, corpus_id: str, target: str) -> list[str]:
-    """Registers the corpus (dev) and stores two runs: the references, and the rough outputs."""
-    corpus = review_corpus(corpus_id, target)
-    rows = CREE if target == "crk" else SPANISH
+def store_two_runs(gateway_address: str, corpus_id: str, target: str, rows: list[tuple] | None = None) -> list[str]:
+    """Registers the corpus (dev) and stores two runs: the references, and
+    the rough outputs (`rows`: CREE or SPANISH by `target` unless given)."""
+    rows = rows or (CREE if target == "crk" else SPANISH)
+    corpus = review_corpus(corpus_id, target, rows)
     with Client(gateway_address) as client:
         client.register_corpus(corpus, "dev")
         return [client.evaluate(gateway_pb2.CorpusRef(id=corpus_id),

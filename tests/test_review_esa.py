@@ -17,6 +17,7 @@ from gateway.review import growth, protocol, reviewing
 from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
 from gateway.review.errors import CampaignRefused, NotAReviewer, NotNow
 from gateway.review.gate import changed_span, expected_answer, gate_failures
+from gateway.review.ratings import checked_ratings
 from gateway.store import RunStore, default_store_url
 from tests.conftest import run_cli
 from tests.review_fixtures import REJECTED, store_two_runs
@@ -153,7 +154,7 @@ def test_decisions_missing_spans_and_times_are_stored_and_checked(store, runs):
 
     def accept_first(suggestion):
         if suggestion == first:
-            return "accepted", {"start": first["start"], "end": first["end"], "severity": "major"}
+            return "accepted", {"start": first["start"], "end": first["end"], "severity": first["severity"]}
         return "rejected", None
 
     body = answer(task, 40, [missing], accept_first, only=index)
@@ -168,6 +169,12 @@ def test_decisions_missing_spans_and_times_are_stored_and_checked(store, runs):
     moved[index] = {**moved[index], "decisions": decisions}
     with pytest.raises(CampaignRefused, match="accepted suggestion keeps its extent"):
         reviewing.rate(store, campaign_id, "r1", task["position"], {**body, "ratings": moved})
+    # Accepted with another severity: that is an edit (the page's `t` sends "edited").
+    major = {"start": first["start"], "end": first["end"], "severity": "major"}
+    other = answer(task, 40, [missing], lambda s: ("accepted", major) if s == first else ("rejected", None), only=index)
+    with pytest.raises(CampaignRefused, match=rf"decisions\[0\]\.final\.severity: an accepted suggestion keeps its "
+                                              rf"severity \({first['severity']}\)"):
+        reviewing.rate(store, campaign_id, "r1", task["position"], other)
     early = [dict(rating) for rating in body["ratings"]]
     early[index] = {**early[index], "spans": [{**missing, "start": length - 1}]}
     with pytest.raises(CampaignRefused, match=r"MISSING\] span has start == end"):
@@ -180,7 +187,8 @@ def test_decisions_missing_spans_and_times_are_stored_and_checked(store, runs):
     assert saved["saved"] == task["position"]
     stored = store.review_task(campaign_id, "r1", task["position"])["ratings"][rough]
     assert missing in stored["spans"]
-    assert {"start": first["start"], "end": first["end"], "severity": "major", "missing": False} in stored["spans"]
+    accepted = {"start": first["start"], "end": first["end"], "severity": first["severity"], "missing": False}
+    assert accepted in stored["spans"] and stored["decisions"][0]["final"] == accepted
     assert [d["decision"] for d in stored["decisions"]] == ["accepted"] + ["rejected"] * (len(body["ratings"][index]
                                                                                                ["decisions"]) - 1)
     assert all(d["detector"] == "fst_rejected" for d in stored["decisions"])
@@ -212,6 +220,57 @@ def test_mqm_spans_carry_a_category(store, runs):
     reviewing.rate(store, campaign_id, "r1", 2, answer(task, 60, [{**span, "category": "Fluency/Spelling"}]))
     ratings = store.review_task(campaign_id, "r1", 2)["ratings"]
     assert all(rating["spans"][0]["category"] == "Fluency/Spelling" for rating in ratings.values())
+
+
+def test_mqm_suggestions_keep_a_category_and_the_item_sent_again_replaces_its_ratings(store, runs):
+    """An accepted suggestion in MQM is a span like the others: it needs a
+    category, which its stored decision keeps; the same answer sent again
+    (as the page sends a rated item back) is accepted and replaces it."""
+    campaign = esa_campaign(store, runs["spa"], protocol=protocol.MQM, prefill_share=0.0)
+    campaign_id = campaign["campaign_id"]
+    pass_gate(store, campaign_id)
+    task = first_with_suggestions(store, campaign_id)
+
+    def keep(suggestion):
+        return "accepted", {**{key: suggestion[key] for key in ("start", "end", "severity")},
+                            "category": "Fluency/Spelling"}
+
+    body = answer(task, 50, decide=keep)
+    # The spans have their category; a decision's final span without it is refused as any span would be.
+    index = next(i for i, rating in enumerate(body["ratings"]) if rating["decisions"])
+    bare = [dict(rating) for rating in body["ratings"]]
+    bare[index] = {**bare[index], "decisions": [{**d, "final": {k: v for k, v in d["final"].items() if k != "category"}}
+                                                for d in bare[index]["decisions"]]}
+    with pytest.raises(CampaignRefused, match=rf"ratings\[{index}\]\.decisions\[0\]\.final\.category: one of the MQM"):
+        reviewing.rate(store, campaign_id, "r1", task["position"], {**body, "ratings": bare})
+    reviewing.rate(store, campaign_id, "r1", task["position"], body)
+    stored = store.review_task(campaign_id, "r1", task["position"])["ratings"]
+    finals = [d["final"] for rating in stored.values() for d in rating["decisions"]]
+    assert finals and all(final["category"] == "Fluency/Spelling" and final["missing"] is False for final in finals)
+    again = answer(task, 30, decide=keep)
+    reviewing.rate(store, campaign_id, "r1", task["position"], again)
+    assert {rating["score"] for rating in store.review_task(campaign_id, "r1", task["position"])["ratings"].values()} \
+        == {30}
+
+
+def test_a_rated_item_with_an_accepted_missing_suggestion_can_be_sent_again():
+    """Hand-made suggestions on "abc" (length 3): a [MISSING] one (3-3) and a
+    word (0-1), accepted and edited (major). The page sends a rated item
+    back with the stored decisions' final spans among its spans: they keep
+    [MISSING] and the category, so the second check gives the first's answer."""
+    suggested = [{"detector": "number_mismatch", "start": 3, "end": 3, "severity": "major", "missing": True},
+                 {"detector": "fst_rejected", "start": 0, "end": 1, "severity": "minor", "missing": False}]
+    for kind, extra in ((protocol.ESA, {}), (protocol.MQM, {"category": "Accuracy/Omission"})):
+        finals = [{"start": 3, "end": 3, "severity": "major", **extra}, {"start": 0, "end": 1, "severity": "major", **extra}]
+        sent = {"A": {"score": 40, "usable": False,
+                      "spans": [{**finals[0], "missing": True}, {**finals[1], "missing": False}],
+                      "decisions": [{"detector": s["detector"], "start": s["start"], "end": s["end"], "decision": d,
+                                     "final": final} for s, d, final in zip(suggested, ("accepted", "edited"), finals)]}}
+        first = checked_ratings(["A"], sent, ["abc"], kind, {"A": suggested})["A"]
+        assert [d["final"] for d in first["decisions"]] == [{**finals[0], "missing": True},
+                                                           {**finals[1], "missing": False}]
+        again = {"A": {**first, "spans": [d["final"] for d in first["decisions"]]}}
+        assert checked_ratings(["A"], again, ["abc"], kind, {"A": suggested}) == {"A": first}
 
 
 def test_the_rules_refuse_outsiders_closed_campaigns_and_unknown_protocols(store, runs, stack):

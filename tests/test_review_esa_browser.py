@@ -7,18 +7,23 @@ campaign's items accepts one suggested span, rejects one, adds a [MISSING]
 span and sees the below-66 warning, all by keyboard; the store keeps the
 decisions with the detector's name and each item's start and end. No page
 logs an error or asks for anything outside the front; syllabics, Han and
-kana render with real fonts."""
+kana render with real fonts. An `mqm` campaign with suggestions over
+outputs with an emoji and "\r\n" keeps the server's character offsets and
+saves a rated item sent again."""
 from __future__ import annotations
 
 import re
 
 import pytest
+import sqlalchemy
 
 from apps.client import Client
 from apps.web.app import WebSettings
 from gateway.review import protocol
 from gateway.store import RunStore, default_store_url
-from tests.review_fixtures import REJECTED, store_two_runs
+from gateway.store.location import open_engine, parse_store_url
+from gateway.store.tables import review_ratings
+from tests.review_fixtures import REJECTED, SPANISH_EMOJI, store_two_runs
 from tests.test_web_browser import Watched
 from tests.web_fixtures import served, write_tokens
 
@@ -57,26 +62,36 @@ def create_campaign(page, base: str, name: str, run_ids: list[str], items: int) 
 
 
 def select_text(page, output: int, start: int, end: int) -> None:
-    """Selects characters start..end of an output's text (one text node: no marks yet)."""
+    """Selects characters (code points, the server's offsets) start..end of
+    an output's text, across its marks: the DOM counts UTF-16 units."""
     page.evaluate("""([output, start, end]) => {
-        const text = document.querySelector(`#output-${output} .text`).firstChild;
+        const root = document.querySelector(`#output-${output} .text`);
         const range = document.createRange();
-        range.setStart(text, start);
-        range.setEnd(text, end);
+        const place = (wanted, set) => {
+            const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+            let seen = 0, node;
+            while ((node = walker.nextNode())) {
+                const points = Array.from(node.data);
+                if (wanted <= seen + points.length) { set(node, points.slice(0, wanted - seen).join("").length); return; }
+                seen += points.length;
+            }
+        };
+        place(start, (node, offset) => range.setStart(node, offset));
+        place(end, (node, offset) => range.setEnd(node, offset));
         window.getSelection().removeAllRanges();
         window.getSelection().addRange(range);
     }""", [output, start, end])
 
 
-def expected_of(campaign_id: str, position: int) -> dict:
+def expected_of(campaign_id: str, position: int, reviewer: str = "rater-1") -> dict:
     store = RunStore.open(default_store_url())
     try:
-        return store.review_task(campaign_id, "rater-1", position)["expected"]
+        return store.review_task(campaign_id, reviewer, position)["expected"]
     finally:
         store.close()
 
 
-def pass_the_gate(page, campaign_id: str, fail_first: bool) -> None:
+def pass_the_gate(page, campaign_id: str, fail_first: bool, reviewer: str = "rater-1") -> None:
     """The tutorial (a good translation: 9 -> 90), then the attention item:
     first scored high with nothing marked (refused, with the reasons), then
     its replaced words marked major and scored 20."""
@@ -87,7 +102,7 @@ def pass_the_gate(page, campaign_id: str, fail_first: bool) -> None:
     page.keyboard.press("Enter")
     page.wait_for_url(lambda url: url != address)
     assert page.locator("#task").get_attribute("data-kind") == protocol.ATTENTION
-    (wanted,) = expected_of(campaign_id, 1)["spans"]
+    (wanted,) = expected_of(campaign_id, 1, reviewer)["spans"]
     if fail_first:
         page.keyboard.press("9")
         page.keyboard.press("Enter")
@@ -334,5 +349,117 @@ def test_an_mqm_item_gets_its_categories_by_keyboard(browser, front, stack):
     length = len(task["outputs"][0])
     assert spans == [{"start": 0, "end": 2, "severity": "minor", "missing": False, "category": chosen},
                      {"start": length, "end": length, "severity": "minor", "missing": True, "category": chosen}]
+    assert reviewer.errors == [] and reviewer.outside == [], (reviewer.errors, reviewer.outside)
+    reviewer.close()
+
+
+def strip_finals(campaign_id: str, reviewer: str, position: int, system: str) -> None:
+    """A rating's decisions as stored before their final spans kept [MISSING] and the category."""
+    engine = open_engine(parse_store_url(default_store_url()))
+    rows = review_ratings.c
+    where = sqlalchemy.and_(rows.campaign_id == campaign_id, rows.reviewer == reviewer, rows.position == position,
+                            rows.system == system)
+    try:
+        with engine.begin() as connection:
+            decisions = connection.execute(sqlalchemy.select(rows.decisions).where(where)).scalar_one()
+            older = [{**d, "final": d["final"] and {key: d["final"][key] for key in ("start", "end", "severity")}}
+                     for d in decisions]
+            connection.execute(sqlalchemy.update(review_ratings).where(where).values(decisions=older))
+    finally:
+        engine.dispose()
+
+
+def test_mqm_suggestions_on_texts_with_emoji_and_crlf_are_saved_and_sent_again(browser, front, stack):
+    """An `mqm` campaign with suggestions over outputs that start with an
+    emoji (one character, two UTF-16 units) and hold "\r\n": the page keeps
+    the stored text and draws each suggestion on its word; on the first
+    item the reviewer picks a category, switches one suggestion to major
+    (edited), accepts the others, marks the first word and a [MISSING]
+    span; every item is saved with the suggestions accepted, the spans in
+    the server's characters, each with the category; the rated item,
+    reloaded and sent again, is saved again unchanged."""
+    base, tokens = front["base"], front["tokens"]
+    runs = store_two_runs(stack.gateway_address, "esa-browser-emoji", "spa", SPANISH_EMOJI)
+    with Client(stack.gateway_address) as client:
+        campaign_id = client.create_campaign("emoji mqm", runs, ["rater-3"], items=3, overlap=1, protocol="mqm",
+                                             prefill="lyss", prefill_share=0.0)["campaign_id"]
+    reviewer = Watched(browser, base)
+    sign_in(reviewer, tokens.reviewers["rater-3"])
+    page = reviewer.page
+    page.goto(f"{base}/review/campaigns/{campaign_id}/rate")
+    pass_the_gate(page, campaign_id, fail_first=False, reviewer="rater-3")
+    position = int(page.url.rsplit("/", 1)[1])
+    store = RunStore.open(default_store_url())
+    try:
+        task = store.review_task(campaign_id, "rater-3", position)
+        index = next(i for i, system in enumerate(task["systems"]) if task["suggestions"][system])
+        rough = task["systems"][index]
+        text = task["outputs"][index]
+        assert page.locator(f"#output-{index}").get_attribute("data-plain") == text
+        words = [text[s["start"]:s["end"]] for s in task["suggestions"][rough]]
+        assert words and set(words) <= REJECTED
+        assert page.locator(f"#output-{index} mark.suggestion").all_text_contents() == words
+
+        chosen = "Fluency/Spelling"
+        page.select_option("#category", chosen)
+        page.focus(f"#score-{index}")
+        page.keyboard.press("s")
+        page.keyboard.press("t")
+        for _ in range(len(words) - 1):
+            page.keyboard.press("s")
+            page.keyboard.press("a")
+        assert page.locator(f"#suggestions-{index} li.edited").count() == 1
+        first_word = text.split()[1]  # after the emoji
+        start = text.index(first_word)
+        select_text(page, index, start, start + len(first_word))
+        page.keyboard.press("M")
+        assert page.locator(f"#output-{index} mark.major").all_text_contents() == [first_word, words[0]]
+        page.focus(f"#score-{index}")
+        page.keyboard.press("o")
+        for other in range(page.locator(".output").count()):
+            page.focus(f"#score-{other}")
+            page.keyboard.press("5")
+        address = page.url
+        page.keyboard.press("Enter")
+        page.wait_for_url(lambda url: url != address)
+        rate_items(page, scenario=False)
+        rating = store.review_task(campaign_id, "rater-3", position)["ratings"][rough]
+
+        # The rated item again: its spans and decisions come back, and sending it again saves it; so does
+        # an item whose decisions were stored before their final spans kept [MISSING] and the category.
+        sent_again = []
+        for older in (False, True):
+            if older:
+                strip_finals(campaign_id, "rater-3", position, rough)
+            page.goto(f"{base}/review/campaigns/{campaign_id}/rate/{position}")
+            assert page.locator(f"#suggestions-{index} li.edited").count() == 1
+            assert page.locator(f"#output-{index} mark.missing").count() == 1
+            page.focus("#score-0")
+            page.keyboard.press("Enter")
+            page.wait_for_url(lambda url: not url.endswith(f"/rate/{position}"))
+            sent_again.append(store.review_task(campaign_id, "rater-3", position)["ratings"][rough])
+        every = [store.review_task(campaign_id, "rater-3", p)
+                 for p in range(2, store.reviewer_progress(campaign_id)["rater-3"]["tasks"])]
+    finally:
+        store.close()
+    suggested = task["suggestions"][rough]
+    decisions = rating["decisions"]
+    assert [d["decision"] for d in decisions] == ["edited"] + ["accepted"] * (len(words) - 1)
+    assert decisions[0]["final"] == {"start": suggested[0]["start"], "end": suggested[0]["end"], "severity": "major",
+                                     "missing": False, "category": chosen}
+    length = len(text)
+    assert {"start": start, "end": start + len(first_word), "severity": "major", "missing": False,
+            "category": chosen} in rating["spans"]
+    assert {"start": length, "end": length, "severity": "minor", "missing": True, "category": chosen} in rating["spans"]
+    assert all(d["final"] in rating["spans"] for d in decisions)
+    for again in sent_again:
+        assert (again["spans"], again["decisions"]) == (rating["spans"], rating["decisions"])
+    # Every item saved, every suggestion on its word and accepted with a category.
+    for item in every:
+        assert item["done"]
+        for system, output in zip(item["systems"], item["outputs"]):
+            for decision in item["ratings"][system]["decisions"]:
+                final = decision["final"]
+                assert output[final["start"]:final["end"]] in REJECTED and final["category"]
     assert reviewer.errors == [] and reviewer.outside == [], (reviewer.errors, reviewer.outside)
     reviewer.close()

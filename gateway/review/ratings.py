@@ -61,11 +61,14 @@ def _span(span, where: str, length: int, kind: str) -> dict:
 def _decisions(sent, suggested: list[dict], spans: list[dict], where: str, length: int, kind: str) -> list[dict]:
     """One decision per suggestion shown, in the order shown; an accepted or
     edited one's final span is among the reviewer's spans (it is an error the
-    reviewer stands by), an accepted one keeps the suggestion's extent."""
+    reviewer stands by), an accepted one keeps the suggestion's extent and
+    severity. The final span is checked and kept as a span ([MISSING] as the
+    suggestion has it, an MQM category), so that the item sent again is
+    the same answer."""
     sent = sent if sent is not None else []
     if not isinstance(sent, list) or len(sent) != len(suggested):
         raise CampaignRefused(f"{where}: one decision per suggested span ({len(suggested)})")
-    marked = {(span["start"], span["end"], span["severity"]) for span in spans}
+    marked = [_identity(span) for span in spans]
     checked = []
     for number, (decision, suggestion) in enumerate(zip(sent, suggested)):
         at = f"{where}[{number}]"
@@ -78,16 +81,23 @@ def _decisions(sent, suggested: list[dict], spans: list[dict], where: str, lengt
         final = None
         if decision["decision"] != protocol.REJECTED:
             final = _span({**(decision.get("final") or {}), "missing": suggestion.get("missing", False)},
-                          f"{at}.final", length, protocol.ESA)  # its category, in MQM, is on the span
-            final = {key: final[key] for key in ("start", "end", "severity")}
-            if decision["decision"] == protocol.ACCEPTED and (final["start"], final["end"]) != (
-                    suggestion["start"], suggestion["end"]):
-                raise CampaignRefused(f"{at}: an accepted suggestion keeps its extent; a changed one is edited")
-            if (final["start"], final["end"], final["severity"]) not in marked:
+                          f"{at}.final", length, kind)
+            if decision["decision"] == protocol.ACCEPTED:
+                if (final["start"], final["end"]) != (suggestion["start"], suggestion["end"]):
+                    raise CampaignRefused(f"{at}: an accepted suggestion keeps its extent; a changed one is edited")
+                if final["severity"] != suggestion["severity"]:
+                    raise CampaignRefused(f"{at}.final.severity: an accepted suggestion keeps its severity "
+                                          f"({suggestion['severity']}); a changed one is edited")
+            if _identity(final) not in marked:
                 raise CampaignRefused(f"{at}.final: not among the output's spans")
         checked.append({"detector": suggestion["detector"], "start": suggestion["start"], "end": suggestion["end"],
                         "decision": decision["decision"], "final": final})
     return checked
+
+
+def _identity(span: dict) -> tuple:
+    # What makes two checked spans the same error: extent, severity, [MISSING] and category.
+    return span["start"], span["end"], span["severity"], span.get("missing"), span.get("category")
 
 
 def checked_ratings(systems: list[str], form: dict[str, dict], outputs: list[str] | None = None,

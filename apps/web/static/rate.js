@@ -3,6 +3,9 @@
 // when sent, then the next item (or the reference, for reference review).
 // A gate item that is not accepted shows why and stays. Texts are only ever
 // set with textContent: an output that holds markup shows as text.
+// Offsets are the server's: characters (code points) of the output as
+// stored, "\r\n" included; the DOM's UTF-16 offsets are converted where the
+// page reads a selection or cuts the text for its marks.
 (function () {
   "use strict";
   var task = document.getElementById("task");
@@ -24,10 +27,16 @@
   var suggested = [];    // per output: the suggested spans shown
   var decided = [];      // per output, per suggestion: null or {decision, final}
   var focused = [];      // per output: the suggestion in focus (-1: none)
+  var characters = [];   // per output: its text as an array of code points
+
+  // Code points start..end of an output's text; an offset past the end is the end.
+  function cut(index, start, end) { return characters[index].slice(start, end).join(""); }
+  function length(index) { return characters[index].length; }
+  // Code points in a piece of DOM text (an astral character is two UTF-16 units, one code point).
+  function codePoints(text) { return Array.from(text).length; }
 
   function output(index) { return document.getElementById("output-" + index); }
   function slider(index) { return document.getElementById("score-" + index); }
-  function plain(index) { return output(index).dataset.plain; }
 
   function showScore(index) {
     var input = slider(index);
@@ -76,7 +85,7 @@
   // decided yet (dashed), rejected ones (struck through), [MISSING] at the end.
   function draw(index) {
     var text = output(index).querySelector(".text");
-    var whole = plain(index);
+    var size = length(index);
     var marks = [];
     own[index].forEach(function (span) { marks.push({span: span, kind: span.severity}); });
     suggested[index].forEach(function (suggestion, k) {
@@ -91,15 +100,15 @@
     var at = 0;
     var missing = [];
     marks.forEach(function (item) {
-      if (item.span.missing || item.span.start === whole.length) { missing.push(item); return; }
+      if (item.span.missing || item.span.start === size) { missing.push(item); return; }
       if (item.span.start < at) { return; }
-      text.appendChild(document.createTextNode(whole.slice(at, item.span.start)));
-      var element = mark(item.kind, whole.slice(item.span.start, item.span.end), item.title);
+      text.appendChild(document.createTextNode(cut(index, at, item.span.start)));
+      var element = mark(item.kind, cut(index, item.span.start, item.span.end), item.title);
       if (item.id) { element.id = item.id; }
       text.appendChild(element);
       at = item.span.end;
     });
-    text.appendChild(document.createTextNode(whole.slice(at)));
+    text.appendChild(document.createTextNode(cut(index, at, size)));
     missing.forEach(function (item) {
       var element = mark(item.kind + " missing", missingMarker, item.title);
       if (item.id) { element.id = item.id; }
@@ -111,16 +120,17 @@
   }
 
   function spanText(index, span) {
-    return span.missing ? missingMarker : plain(index).slice(span.start, span.end);
+    return span.missing ? missingMarker : cut(index, span.start, span.end);
   }
+
+  function named(span) { return span.severity + (span.category ? " (" + span.category + ")" : ""); }
 
   function drawLists(index) {
     var list = document.getElementById("spans-" + index);
     list.textContent = "";
     own[index].forEach(function (span) {
       var item = document.createElement("li");
-      item.textContent = span.severity + (span.category ? " (" + span.category + ")" : "") + ": " +
-        spanText(index, span);
+      item.textContent = named(span) + ": " + spanText(index, span);
       list.appendChild(item);
     });
     var shown = document.getElementById("suggestions-" + index);
@@ -131,7 +141,7 @@
       item.id = "suggestion-" + index + "-" + k;
       item.className = (choice ? choice.decision : "open") + (focused[index] === k ? " focused" : "");
       var span = choice && choice.final ? choice.final : suggestion;
-      item.textContent = "suggested " + span.severity + ": " + spanText(index, suggestion) + " — " + suggestion.note +
+      item.textContent = "suggested " + named(span) + ": " + spanText(index, suggestion) + " — " + suggestion.note +
         " (" + (choice ? choice.decision : "a accept, r reject, t minor/major, e new extent") + ")";
       [["accept", "accepted"], ["reject", "rejected"]].forEach(function (pair) {
         var button = document.createElement("button");
@@ -159,7 +169,9 @@
   }
 
   // A decision on the focused suggestion: accepted keeps its extent and
-  // severity; a changed extent or severity makes it edited.
+  // severity; a changed extent or severity makes it edited. In MQM its span
+  // takes the category list's current choice, as a marked span does:
+  // deciding again after choosing another category changes it.
   function decide(index, decision, change) {
     var k = focused[index];
     if (k < 0) { status.textContent = "Press s to choose a suggested error first."; return; }
@@ -171,6 +183,7 @@
       var base = choice && choice.final ? choice.final : suggestion;
       var final = {start: base.start, end: base.end, severity: base.severity};
       if (suggestion.missing) { final.missing = true; }
+      if (protocol === "mqm") { final.category = category.value; }
       if (change) { change(final); }
       var same = final.start === suggestion.start && final.end === suggestion.end &&
         final.severity === suggestion.severity;
@@ -183,7 +196,7 @@
     var range = document.createRange();
     range.selectNodeContents(text);
     range.setEnd(node, offset);
-    return range.toString().length;
+    return codePoints(range.toString());
   }
 
   // The selected characters of one output: {index, start, end}, or null.
@@ -195,7 +208,7 @@
       var text = output(i).querySelector(".text");
       if (text.contains(range.startContainer) && text.contains(range.endContainer)) {
         var start = offsetIn(text, range.startContainer, range.startOffset);
-        var end = Math.min(offsetIn(text, range.endContainer, range.endOffset), plain(i).length);
+        var end = Math.min(offsetIn(text, range.endContainer, range.endOffset), length(i));
         if (end > start) { return {index: i, start: start, end: end}; }
       }
     }
@@ -220,8 +233,8 @@
   }
 
   function markMissing(severity) {
-    var length = plain(current).length;
-    addSpan(current, {start: length, end: length, severity: severity, missing: true});
+    var end = length(current);
+    addSpan(current, {start: end, end: end, severity: severity, missing: true});
   }
 
   function newExtent() {
@@ -376,28 +389,30 @@
   });
 
   // A rated item comes back with its spans (suggestions' finals among them)
-  // and decisions: the reviewer's own spans are the rest.
+  // and decisions: each final is the stored span it names (with its
+  // [MISSING] and category, which older decisions did not keep); the
+  // reviewer's own spans are the rest.
   function restore(index, spans, stored) {
-    var finals = stored.filter(function (choice) { return choice.final; }).map(function (choice) {
-      return choice.final.start + ":" + choice.final.end + ":" + choice.final.severity;
-    });
-    own.push(spans.filter(function (span) {
-      var key = span.start + ":" + span.end + ":" + span.severity;
-      var at = finals.indexOf(key);
-      if (at >= 0) { finals.splice(at, 1); return false; }
-      return true;
-    }));
+    function key(span) { return span.start + ":" + span.end + ":" + span.severity; }
+    var rest = spans.slice();
     decided.push(suggested[index].map(function (suggestion, k) {
       var choice = stored[k];
-      return choice ? {decision: choice.decision, final: choice.final} : null;
+      if (!choice) { return null; }
+      var final = choice.final;
+      var at = final ? rest.map(key).indexOf(key(final)) : -1;
+      if (at >= 0) { final = rest.splice(at, 1)[0]; }
+      return {decision: choice.decision, final: final};
     }));
+    own.push(rest);
   }
 
   for (var i = 0; i < count; i++) {
     (function (index) {
       var input = slider(index);
       var element = output(index);
-      element.dataset.plain = element.querySelector(".text").textContent;
+      // The text as stored (JSON keeps "\r\n", which HTML parsing makes "\n").
+      element.dataset.plain = JSON.parse(element.dataset.text);
+      characters.push(Array.from(element.dataset.plain));
       input.addEventListener("input", function () { input.dataset.set = "true"; showScore(index); });
       input.addEventListener("focus", function () {
         current = index;
