@@ -163,7 +163,11 @@ def test_a_call_cancelled_while_it_waits_for_a_worker_never_starts():
         try:
             busy = asyncio.create_task(pool.score(spec, _batch(300), context))
             waiting = asyncio.create_task(pool.score(spec, _batch(3), context))
-            await asyncio.sleep(0.2)
+            # Cancelled as soon as the worker has taken the busy batch (a fixed
+            # wait could outlast that batch on a fast machine: the waiting call
+            # would then have run).
+            while pool.batches < 1:
+                await asyncio.sleep(0.001)
             waiting.cancel()
             response = family_pb2.ScoreBatchResponse.FromString(await busy)
             with pytest.raises(asyncio.CancelledError):
