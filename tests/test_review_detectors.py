@@ -12,7 +12,8 @@ import sqlalchemy
 from apps.client import Client
 from champollion.core.run_card import run_card_from_proto, run_card_to_proto
 from champollion.eval.v1 import gateway_pb2
-from gateway.review.campaigns import CampaignRequest, create_campaign, results_of
+from gateway.review import campaigns
+from gateway.review.campaigns import CampaignRequest, ReviewCache, create_campaign, results_of
 from gateway.review.detectors import MIN_JUDGED, MIN_JUDGED_OUTPUTS, citations, detector_report
 from gateway.review.prefill import suggestions_for
 from gateway.review.ratings import checked_ratings
@@ -242,6 +243,13 @@ def test_campaign_results_report_the_detectors_from_the_stored_decisions(prefill
         _prefill_tasks(store_url, store, campaign)
         _rate_with_decisions(store_url, store, campaign)
         report = results_of(store, campaign["campaign_id"])["results"]["detectors"]
+        # A leaderboard's label reads the campaign without its detectors; the run card's block with them.
+        run_id = prefill_runs["runs"][0]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(campaigns, "campaign_detectors", lambda *_: pytest.fail("detectors for a label"))
+            reviews = ReviewCache(store, [run_id])
+            assert reviews.label(run_id, "deployable") is not None
+        assert "cited" in reviews._campaign_results(campaign["campaign_id"], detectors=True)["detectors"]
     finally:
         store.close()
     assert report["language"] == "spa"

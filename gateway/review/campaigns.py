@@ -211,8 +211,10 @@ def _donor(outputs: dict[str, str | None], entry_id: str, sampled: list[str]) ->
 
 # --- results -----------------------------------------------------------------------
 
-def results_of(store: RunStore, campaign_id: str) -> dict:
-    """The campaign with its progress and results."""
+def results_of(store: RunStore, campaign_id: str, detectors: bool = True) -> dict:
+    """The campaign with its progress and results; with `detectors`, its
+    detectors' report too (the campaign page, `review results`, a run card:
+    a leaderboard's labels need none of it)."""
     campaign = store.campaign(campaign_id)
     # The gate's items teach and check the reviewer: they are not results.
     rows = [row for row in store.campaign_ratings(campaign_id) if row["kind"] not in protocol.GATE_KINDS]
@@ -225,7 +227,8 @@ def results_of(store: RunStore, campaign_id: str) -> dict:
         for summary in results["systems"]:
             summary["model_slug"] = campaign["models"].get(summary["system"])
             summary["validates"], summary["reasons"] = system_validated(results, summary["system"])
-        results["detectors"] = campaign_detectors(store, campaign, results)
+        if detectors:
+            results["detectors"] = campaign_detectors(store, campaign, results)
     return {**campaign, "progress": progress, "results": results}
 
 
@@ -236,21 +239,28 @@ class ReviewCache:
     def __init__(self, store: RunStore, run_ids: list[str]):
         self.store = store
         self._campaigns = store.campaigns_of_runs(run_ids)  # one query for every run read
-        self._results: dict[str, dict | None] = {}
+        self._read: dict[str, dict] = {}
 
-    def _campaign_results(self, campaign_id: str) -> dict | None:
-        if campaign_id not in self._results:
-            self._results[campaign_id] = results_of(self.store, campaign_id)["results"]
-        return self._results[campaign_id]
+    def _campaign_results(self, campaign_id: str, detectors: bool) -> dict | None:
+        """The campaign's results, read once; its detectors' report added the
+        first time a reader needs it."""
+        if campaign_id not in self._read:
+            self._read[campaign_id] = results_of(self.store, campaign_id, detectors=False)
+        campaign = self._read[campaign_id]
+        results = campaign["results"]
+        if detectors and results is not None and "detectors" not in results:
+            results["detectors"] = campaign_detectors(self.store, campaign, results)
+        return results
 
-    def block(self, run_id: str, heuristic_tier: str | None) -> dict | None:
+    def block(self, run_id: str, heuristic_tier: str | None, detectors: bool = True) -> dict | None:
         """The run card's `community_review` block: every campaign that
         reviews the run, and whether one validates its tier (None: no
-        campaign reviews it)."""
+        campaign reviews it). Without `detectors`, no campaign's citations
+        of its detectors (a leaderboard's label needs none)."""
         campaign_ids = self._campaigns[run_id]
         if not campaign_ids:
             return None
-        summaries = [self._summary(campaign_id, run_id) for campaign_id in campaign_ids]
+        summaries = [self._summary(campaign_id, run_id, detectors) for campaign_id in campaign_ids]
         validated = heuristic_tier in protocol.VALIDATABLE_TIERS and any(s["validates"] for s in summaries)
         return {"validated": validated,
                 "label": protocol.VALIDATED_LABEL if validated else protocol.HEURISTIC_LABEL,
@@ -259,11 +269,11 @@ class ReviewCache:
     def label(self, run_id: str, heuristic_tier: str | None) -> str | None:
         """A leaderboard row's `community_review`: the block's label, None
         when no campaign reviews the run."""
-        block = self.block(run_id, heuristic_tier)
+        block = self.block(run_id, heuristic_tier, detectors=False)
         return None if block is None else block["label"]
 
-    def _summary(self, campaign_id: str, run_id: str) -> dict:
-        results = self._campaign_results(campaign_id)
+    def _summary(self, campaign_id: str, run_id: str, detectors: bool) -> dict:
+        results = self._campaign_results(campaign_id, detectors)
         found = None if results is None else next(s for s in results["systems"] if s["system"] == run_id)
         if found is None:
             return {"campaign_id": campaign_id, "reviewers": 0, "items": 0, "mean": None, "z": None,
