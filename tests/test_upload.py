@@ -267,7 +267,9 @@ def test_a_client_leaving_mid_upload_leaves_no_spill_and_a_serving_gateway(stack
 
     def leaving():
         yield from parts[:3]
-        time.sleep(0.5)  # batches are being scored
+        deadline = time.monotonic() + 30  # until the run in flight has its spill (batches being scored)
+        while not spills() - before and time.monotonic() < deadline:
+            time.sleep(0.02)
         during.update(spills() - before)
         raise RuntimeError("client gone")
 
